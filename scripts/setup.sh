@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Prepares a fresh clone for running playbooks and tests. Idempotent: every step
+# keeps a stamp of its inputs and is skipped when they have not changed, so a
+# second run takes seconds. Needs only PyPI from the network.
+#
+#   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools)
+#   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
+#   .work/cache/               the pinned `ansible` wheel (requirements/collections.txt)
+#   .work/collections/ansible_collections/
+#       <ns>/<name>/           dependency collections extracted from that wheel
+#       mlinfra/multinode  ->  this repository (symbolic link)
+#   ~/.ansible/test/cache/get_pip_*.py
+#                              offline pip bootstrap for ansible-test's sanity
+#                              environments (scripts/ansible_test_get_pip.py)
+#   ~/.ansible/test/venv/      ansible-test's sanity environments, created here
+#                              ahead of time (--prime-venvs) so tests need no downloads
+#
+# Environment: MLINFRA_PYTHON=/path/to/python3.12 to choose the interpreter;
+# MLINFRA_SKIP_PRIME=1 to leave the sanity environments to the first test run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STAGE_PREFIX=setup
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+cd "$ROOT"
+
+started=$SECONDS
+mkdir -p "$WORK/cache"
+
+sha_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+
+# Creates (or refreshes) a virtual environment from a lock file.
+ensure_venv() {  # <dir> <lock file> <label>
+  local dir="$1" lockfile="$2" label="$3" stamp want
+  stamp="$dir/.mlinfra-setup-stamp"
+  want="python=$PYTHON $("$PYTHON" -c 'import platform; print(platform.python_version())') pip=$PIP_VERSION lock=$(sha_of "$lockfile")"
+  if [[ -x "$dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "$label: up to date ($dir)"
+    return 0
+  fi
+  if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+    log "$label: creating virtual environment $dir"
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+  fi
+  log "$label: installing pip $PIP_VERSION"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "pip==$PIP_VERSION"
+  log "$label: installing ${lockfile#"$ROOT"/} ($(grep -vc '^#' "$lockfile") pinned packages; the first run downloads them from PyPI)"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --require-virtualenv -r "$lockfile"
+  "$dir/bin/python" -m pip check --disable-pip-version-check >/dev/null || die "$label: pip check found broken requirements"
+  printf '%s\n' "$want" > "$stamp"
+  log "$label: ready"
+}
+
+# Downloads the pinned `ansible` wheel and extracts the dependency collections.
+ensure_collections() {
+  local spec version wheel stamp want
+  spec="$(grep -E '^ansible==' requirements/collections.txt | head -n1)"
+  version="$(sed -E 's/^ansible==([^ ]+).*/\1/' <<<"$spec")"
+  wheel="$WORK/cache/ansible-$version-py3-none-any.whl"
+  if [[ ! -f "$wheel" ]]; then
+    log "collections: downloading the ansible $version wheel (about 50 MB) into .work/cache/"
+    "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+      --only-binary=:all: --require-hashes -r requirements/collections.txt -d "$WORK/cache"
+  fi
+  stamp="$COLLECTIONS_DIR/.mlinfra-setup-stamp"
+  want="ansible=$version collections=${DEPENDENCY_COLLECTIONS[*]}"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "collections: up to date (${DEPENDENCY_COLLECTIONS[*]})"
+  else
+    log "collections: extracting ${DEPENDENCY_COLLECTIONS[*]} from ansible $version"
+    "$VENV/bin/python" - "$wheel" "$COLLECTIONS_DIR/ansible_collections" "${DEPENDENCY_COLLECTIONS[@]}" <<'EOF'
+import json, os, shutil, sys, tempfile, zipfile
+
+wheel, dest, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+os.makedirs(dest, exist_ok=True)
+with zipfile.ZipFile(wheel) as archive:
+    members = archive.namelist()
+    for name in names:
+        namespace, collection = name.split('.')
+        prefix = f'ansible_collections/{namespace}/{collection}/'
+        wanted = [m for m in members if m.startswith(prefix) and not m.endswith('/')]
+        if not wanted:
+            sys.exit(f'collection {name} is not in {os.path.basename(wheel)}')
+        tmp = tempfile.mkdtemp(prefix=f'.{name}.', dir=dest)
+        for member in wanted:
+            target = os.path.join(tmp, member[len(prefix):])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with archive.open(member) as src, open(target, 'wb') as out:
+                shutil.copyfileobj(src, out)
+        final = os.path.join(dest, namespace, collection)
+        shutil.rmtree(final, ignore_errors=True)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        os.rename(tmp, final)
+        with open(os.path.join(final, 'MANIFEST.json')) as manifest:
+            info = json.load(manifest)['collection_info']
+        print(f'  {name} {info["version"]} ({len(wanted)} files)', file=sys.stderr)
+EOF
+    printf '%s\n' "$want" > "$stamp"
+  fi
+  # mlinfra.multinode resolves to this clone itself.
+  local link="$COLLECTIONS_DIR/ansible_collections/mlinfra/multinode"
+  mkdir -p "$(dirname "$link")"
+  if [[ "$(readlink "$link" 2>/dev/null)" != "../../../.." ]]; then
+    rm -rf "$link"
+    ln -s ../../../.. "$link"
+    log "collections: linked mlinfra.multinode -> $ROOT"
+  fi
+}
+
+# Installs the offline pip bootstrap for ansible-test into the cache path it
+# reads first, once per pip version that an installed ansible-test asks for.
+ensure_get_pip_standin() {
+  local python version cache
+  for python in "$VENV/bin/python" "$VENV_OLDEST/bin/python"; do
+    version="$("$python" - <<'EOF'
+import re
+from pathlib import Path
+import ansible_test
+source = Path(ansible_test.__file__).parent.joinpath('_internal', 'python_requirements.py').read_text()
+print(re.search(r"default_packages = dict\(\s*pip='([^']+)'", source).group(1))
+EOF
+)"
+    cache="$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
+    mkdir -p "$(dirname "$cache")"
+    if [[ -f "$cache" ]] && ! grep -q 'MLINFRA-MULTINODE GET-PIP STAND-IN' "$cache"; then
+      log "ansible-test: keeping the existing pip $version bootstrap script $cache"
+    elif ! cmp -s "$ROOT/scripts/ansible_test_get_pip.py" "$cache"; then
+      cp "$ROOT/scripts/ansible_test_get_pip.py" "$cache"
+      log "ansible-test: installed the offline pip $version bootstrap as $cache"
+    fi
+  done
+}
+
+PYTHON="$(find_python312)"
+log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_version())'))"
+
+ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
+ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
+ensure_collections
+ensure_get_pip_standin
+
+if [[ "${MLINFRA_SKIP_PRIME:-0}" != 1 ]]; then
+  # Creating the sanity test environments downloads their pinned requirements
+  # from PyPI; doing it here keeps scripts/test.sh free of downloads.
+  log "ansible-test: preparing the sanity test environments (first run: a few minutes)"
+  bash "$ROOT/scripts/sanity.sh" --prime-venvs
+fi
+
+"$VENV/bin/ansible-galaxy" collection list >/dev/null 2>&1 || die "ansible-galaxy cannot list the collections; see ansible.cfg"
+log "done in $(( SECONDS - started ))s. Next: bash scripts/test.sh"

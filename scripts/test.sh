@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The collection's whole test suite. Run `bash scripts/setup.sh` first (it
+# installs everything this needs; this script downloads nothing).
+#
+#   bash scripts/test.sh [stage...]
+#
+# Stages, in order (default: all):
+#   pytest        pytest over tests/ (unit tests, and integration tests marked
+#                 `integration` that use the local Kubernetes cluster), ansible-core 2.21
+#   lint          ansible-lint, production profile, offline, whole repository
+#   sanity        ansible-test sanity, ansible-core 2.21 (controller Python 3.12;
+#                 modules also compiled and imported on Python 3.9-3.13)
+#   molecule      molecule scenario extensions/molecule/default on this machine
+#   oldest-core   ansible-core 2.20 (oldest in meta/runtime.yml): pytest (not
+#                 integration), ansible-test sanity, and the molecule converge
+#                 playbook run directly with ansible-playbook
+# Every stage runs even when an earlier one failed; the script exits non-zero
+# if any failed, after a summary with each stage's time.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STAGE_PREFIX="test"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+cd "$ROOT" || exit 1
+
+ALL_STAGES=(pytest lint sanity molecule oldest-core)
+stages=("$@")
+(( ${#stages[@]} )) || stages=("${ALL_STAGES[@]}")
+
+for dir in "$VENV" "$VENV_OLDEST" "$COLLECTIONS_DIR/ansible_collections/mlinfra/multinode"; do
+  [[ -e "$dir" ]] || die "$dir is missing; run: bash scripts/setup.sh"
+done
+
+export PATH="$VENV/bin:$PATH"
+# Tools must not stop to ask, nor colour the CI log.
+export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+export PYTHONDONTWRITEBYTECODE=1
+
+stage_pytest() {
+  "$VENV/bin/python" -m pytest tests
+}
+
+stage_lint() {
+  "$VENV/bin/ansible-lint" --nocolor --offline
+}
+
+stage_sanity() {
+  bash "$ROOT/scripts/sanity.sh"
+}
+
+stage_molecule() {
+  # molecule runs from the collection root; it finds the scenario under
+  # extensions/molecule/ because galaxy.yml is there.
+  "$VENV/bin/molecule" test --scenario-name default
+}
+
+stage_oldest_core() {
+  local status=0 version
+  version="$("$VENV_OLDEST/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
+  log "ansible-core $version: pytest (not integration)"
+  "$VENV_OLDEST/bin/python" -m pytest tests -m 'not integration' || status=1
+  log "ansible-core $version: ansible-test sanity"
+  bash "$ROOT/scripts/sanity.sh" --oldest || status=1
+  log "ansible-core $version: smoke playbook extensions/molecule/default/converge.yml on localhost"
+  ANSIBLE_COLLECTIONS_PATH="$COLLECTIONS_DIR" \
+    "$VENV_OLDEST/bin/ansible-playbook" -i localhost, -c local \
+    -e ansible_python_interpreter="$VENV_OLDEST/bin/python" \
+    extensions/molecule/default/converge.yml || status=1
+  return "$status"
+}
+
+failed=0
+passed=0
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    pytest|lint|sanity|molecule|oldest-core) ;;
+    *) die "unknown stage '$stage' (stages: ${ALL_STAGES[*]})" ;;
+  esac
+  stage_begin "$stage"
+  if "stage_${stage//-/_}"; then
+    stage_end ok
+    passed=$(( passed + 1 ))
+  else
+    stage_end FAILED
+    failed=$(( failed + 1 ))
+  fi
+done
+
+print_summary
+printf 'stages: %d passed, %d failed\n' "$passed" "$failed"
+(( failed == 0 ))
