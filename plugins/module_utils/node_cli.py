@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""Command-line entry points of the node checks and NCCL detection.
+
+The commands in ``files/bin`` (``mlinfra-node-check``, ``mlinfra-autodetect``)
+call these functions inside pods, where Ansible is not installed; the
+Ansible modules call the same gatherers and deciders. Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import json
+import os
+import sys
+
+from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, parse_version, \
+    render_env_file
+from .node_checks import CHECK_NAMES, MODES, Expectations, failed, run_checks, summarize
+from .node_facts import gather_node_facts
+
+__metaclass__ = type
+
+# The host's root inside a probe pod, or a node's recorded snapshot on the
+# local test cluster.
+ROOT_ENV = "MLINFRA_HOST_ROOT"
+FAIL_ON = ("fail", "warn", "never")
+
+
+def _default_root():
+    return os.environ.get(ROOT_ENV) or "/"
+
+
+def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devices=None, require_gpudirect=True,
+                      min_mtu=9000, min_link_rate_gbps=None, checks=None, nvidia_smi=None, fail_on="fail"):
+    """Gather, check and summarise one node: what the module and the
+    command both return."""
+    facts = gather_node_facts(root, nvidia_smi=nvidia_smi,
+                              topology=not checks or "nvlink_topology" in checks)
+    expect = Expectations(mode=mode, gpus=expect_gpus, rdma_devices=expect_rdma_devices,
+                          require_gpudirect=require_gpudirect, min_mtu=min_mtu,
+                          min_link_rate_gbps=min_link_rate_gbps)
+    results = run_checks(facts, expect, only=checks)
+    failing = failed(results, fail_on)
+    return {
+        "checks": results,
+        "summary": summarize(results),
+        "failed_checks": [result["name"] for result in failing],
+        "ok": not failing,
+        "facts": facts,
+    }
+
+
+def format_report(report):
+    width = max(len(name) for name in CHECK_NAMES)
+    lines = []
+    for check in report["checks"]:
+        lines.append("%-4s  %-*s  %s" % (check["status"].upper(), width, check["name"], check["message"]))
+        if check["status"] in ("fail", "warn") and check["remediation"]:
+            lines.append("      %-*s  fix: %s" % (width, "", check["remediation"]))
+    summary = report["summary"]
+    lines.append("%d checks: %d pass, %d warn, %d fail, %d skip" % (
+        summary["total"], summary["pass"], summary["warn"], summary["fail"], summary["skip"]))
+    for error in report["facts"]["errors"]:
+        lines.append("note: could not read %s" % error)
+    return "\n".join(lines)
+
+
+def main_node_check(argv=None):
+    parser = argparse.ArgumentParser(prog="mlinfra-node-check",
+                                     description="Check one GPU node (or the pod it runs in) for RDMA training.")
+    parser.add_argument("--root", default=_default_root(),
+                        help="directory holding the node's /proc and /sys (default: $%s or /)" % ROOT_ENV)
+    parser.add_argument("--mode", choices=MODES, default="rdma")
+    parser.add_argument("--expect-gpus", type=int)
+    parser.add_argument("--expect-rdma-devices", type=int)
+    parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false")
+    parser.add_argument("--min-mtu", type=int, default=9000)
+    parser.add_argument("--min-link-rate-gbps", type=float)
+    parser.add_argument("--check", action="append", choices=CHECK_NAMES, dest="checks",
+                        help="run only this check (repeatable)")
+    parser.add_argument("--nvidia-smi", help="path of nvidia-smi (default: found on PATH)")
+    parser.add_argument("--fail-on", choices=FAIL_ON, default="fail",
+                        help="exit 1 when a check has this status or worse")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    args = parser.parse_args(argv)
+    report = node_check_report(root=args.root, mode=args.mode, expect_gpus=args.expect_gpus,
+                               expect_rdma_devices=args.expect_rdma_devices,
+                               require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,
+                               min_link_rate_gbps=args.min_link_rate_gbps, checks=args.checks,
+                               nvidia_smi=args.nvidia_smi, fail_on=args.fail_on)
+    if args.format == "json":
+        json.dump(report, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(report))
+    return 0 if report["ok"] else 1
+
+
+def detect_report(root="/", mode="auto", overrides=None, environ=None, nccl_version=None, nvidia_smi=None,
+                  facts=None):
+    """Facts (given or gathered) to the NCCL environment, with the NCCL
+    version found where the job will run unless one is given."""
+    if facts is None:
+        facts = gather_node_facts(root, nvidia_smi=nvidia_smi)
+    if nccl_version:
+        version, source = parse_version(nccl_version), "given"
+    else:
+        version, source = find_nccl_version()
+    result = compute_nccl_env(facts, mode=mode, overrides=overrides, environ=environ, nccl_version=version)
+    result["nccl_version_source"] = source
+    return result, facts
+
+
+def main_autodetect(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="mlinfra-autodetect",
+        description="Detect the NCCL and launch environment of this node or pod and write it as a shell file.")
+    parser.add_argument("--root", default=_default_root(),
+                        help="directory holding the node's /proc and /sys (default: $%s or /)" % ROOT_ENV)
+    parser.add_argument("--mode", choices=TRANSPORT_MODES, default=os.environ.get("MLINFRA_TRANSPORT", "auto"))
+    parser.add_argument("--output", help="write the shell environment here (default: standard output)")
+    parser.add_argument("--json", dest="json_path", help="also write the full result as JSON here")
+    parser.add_argument("--nccl-version", help="NCCL version to decide for (default: found in this environment)")
+    parser.add_argument("--ignore-environment", action="store_true",
+                        help="decide every variable even if it is already set in the environment")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a user value, which always wins (repeatable)")
+    args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error("--set takes NAME=VALUE, got %r" % item)
+        overrides[name] = value
+    environ = {} if args.ignore_environment else dict(
+        (name, os.environ[name]) for name in VARIABLES if name in os.environ)
+    result, _ = detect_report(root=args.root, mode=args.mode, overrides=overrides, environ=environ,
+                              nccl_version=args.nccl_version)
+    text = render_env_file(result)
+    if args.output:
+        _write_atomically(args.output, text)
+    else:
+        sys.stdout.write(text)
+    if args.json_path:
+        _write_atomically(args.json_path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    # The launcher's log shows what was decided, as the seed's wrapper did.
+    log = sys.stderr if not args.output else sys.stdout
+    log.write("[autodetect] transport=%s (%s)\n" % (result["transport"], result["transport_reason"]))
+    for detail in result["details"]:
+        log.write("[autodetect]   %s=%s  # %s\n" % (detail["name"], detail["value"] if detail["set"] else "(unset)",
+                                                  detail["reason"]))
+    for error in result["errors"]:
+        log.write("[autodetect] ERROR: %s\n" % error)
+    return 1 if result["errors"] else 0
+
+
+def _write_atomically(path, text):
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.rename(tmp, path)

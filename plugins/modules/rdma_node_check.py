@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rdma_node_check
+short_description: Check a GPU node's readiness for RDMA training
+version_added: 0.1.0
+description:
+  - Inspects one GPU node, or the pod it runs in, by reading C(/proc) and C(/sys), and returns a verdict per
+    check with the reason and the fix.
+  - "The checks, in order: C(iommu_passthrough), C(mlx5_driver), C(gpudirect_rdma) (nvidia_peermem, legacy
+    nv_peer_mem, or DMA-BUF), C(rdma_devices), C(rdma_link), C(roce_gid), C(memlock), C(gpu_count),
+    C(nvlink_topology), C(pcie_acs) and C(mtu)."
+  - Never changes the node; RV(changed) is always false.
+  - The same checks run inside pods, without Ansible, as the C(mlinfra-node-check) command of the collection's
+    image.
+author:
+  - mlinfra maintainers
+extends_documentation_fragment:
+  - mlinfra.multinode.node_root
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  mode:
+    description:
+      - How the node will train. In V(rdma) mode a missing RDMA prerequisite is a failure; in V(tcp) mode it is
+        a warning or is skipped.
+    type: str
+    choices: [rdma, tcp]
+    default: rdma
+  expect_gpus:
+    description:
+      - Number of GPUs the node must have. Unset, any number of GPUs passes.
+    type: int
+  expect_rdma_devices:
+    description:
+      - Minimum number of RDMA devices in V(rdma) mode. Unset, at least one.
+    type: int
+  require_gpudirect:
+    description:
+      - In V(rdma) mode, fail (rather than warn) when GPUDirect RDMA is not possible.
+    type: bool
+    default: true
+  min_mtu:
+    description:
+      - MTU the RoCE netdevs should have; a smaller one is a warning.
+    type: int
+    default: 9000
+  min_link_rate_gbps:
+    description:
+      - Lowest acceptable rate of an active RDMA port, in Gb/s (for example 400 for NDR).
+    type: float
+  checks:
+    description:
+      - Run only these checks. All of them by default.
+    type: list
+    elements: str
+    choices: [iommu_passthrough, mlx5_driver, gpudirect_rdma, rdma_devices, rdma_link, roce_gid, memlock,
+              gpu_count, nvlink_topology, pcie_acs, mtu]
+  fail_on:
+    description:
+      - Which verdicts fail the task. V(fail) fails on any failed check, V(warn) on warnings too, V(never) only
+        reports.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+seealso:
+  - module: mlinfra.multinode.nccl_env
+"""
+
+EXAMPLES = r"""
+- name: Check a node reached over SSH
+  mlinfra.multinode.rdma_node_check:
+    mode: rdma
+    expect_gpus: 4
+    expect_rdma_devices: 4
+    min_link_rate_gbps: 400
+  register: node_check
+
+- name: Check the host from a probe pod that mounts it at /host, reporting only
+  mlinfra.multinode.rdma_node_check:
+    root: /host
+    fail_on: never
+  register: node_check
+
+- name: Show what failed and how to fix it
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.message }} -- {{ item.remediation }}"
+  loop: "{{ node_check.checks | selectattr('status', 'in', ['fail', 'warn']) }}"
+  loop_control:
+    label: "{{ item.name }}"
+
+- name: Only the TCP-relevant checks on a node without RDMA
+  mlinfra.multinode.rdma_node_check:
+    mode: tcp
+    checks: [memlock, gpu_count, nvlink_topology]
+"""
+
+RETURN = r"""
+checks:
+  description: One verdict per check, in the order they ran.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Name of the check.
+      type: str
+      sample: rdma_link
+    status:
+      description: V(pass), V(warn), V(fail) or V(skip).
+      type: str
+      sample: fail
+    message:
+      description: What was found.
+      type: str
+      sample: "port(s) not active: mlx5_10/1 DOWN (Disabled)"
+    remediation:
+      description: What to do about a warning or failure; empty when there is nothing to do.
+      type: str
+    data:
+      description: The facts the verdict rests on.
+      type: dict
+summary:
+  description: Number of checks per status, and in total.
+  returned: always
+  type: dict
+  sample: {pass: 10, warn: 0, fail: 1, skip: 0, total: 11}
+failed_checks:
+  description: Names of the checks whose status fails the task under O(fail_on).
+  returned: always
+  type: list
+  elements: str
+  sample: [rdma_link]
+ok:
+  description: Whether no check reached the O(fail_on) level.
+  returned: always
+  type: bool
+facts:
+  description:
+    - Everything gathered from the node (kernel, IOMMU, modules, GPUs, RDMA devices with ports and GID tables,
+      netdevs, memlock, CPUs, PCIe ACS, topology), and C(errors), the files that could not be read or parsed.
+    - Pass it to M(mlinfra.multinode.nccl_env) as O(mlinfra.multinode.nccl_env#module:facts).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, MODES
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import FAIL_ON, node_check_report
+
+
+def argument_spec():
+    return dict(
+        root=dict(type="path", default="/"),
+        nvidia_smi=dict(type="path"),
+        mode=dict(type="str", choices=list(MODES), default="rdma"),
+        expect_gpus=dict(type="int"),
+        expect_rdma_devices=dict(type="int"),
+        require_gpudirect=dict(type="bool", default=True),
+        min_mtu=dict(type="int", default=9000),
+        min_link_rate_gbps=dict(type="float"),
+        checks=dict(type="list", elements="str", choices=list(CHECK_NAMES)),
+        fail_on=dict(type="str", choices=list(FAIL_ON), default="fail"),
+    )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    for name in ("expect_gpus", "expect_rdma_devices", "min_mtu"):
+        if params[name] is not None and params[name] < 0:
+            module.fail_json(msg="%s must be 0 or more, got %d" % (name, params[name]))
+    report = node_check_report(
+        root=params["root"], mode=params["mode"], expect_gpus=params["expect_gpus"],
+        expect_rdma_devices=params["expect_rdma_devices"], require_gpudirect=params["require_gpudirect"],
+        min_mtu=params["min_mtu"], min_link_rate_gbps=params["min_link_rate_gbps"], checks=params["checks"],
+        nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"])
+    if not report["ok"]:
+        failing = [check for check in report["checks"] if check["name"] in report["failed_checks"]]
+        msg = "; ".join("%s: %s (fix: %s)" % (c["name"], c["message"], c["remediation"] or "see data")
+                        for c in failing)
+        module.fail_json(msg="%d check(s) failed: %s" % (len(failing), msg), changed=False, **report)
+    module.exit_json(changed=False, **report)
+
+
+if __name__ == "__main__":
+    main()
