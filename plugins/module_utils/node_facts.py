@@ -45,7 +45,6 @@ _DEVICE_COLUMN_RE = re.compile(r"^(GPU|NIC)[0-9]+$")
 
 
 def natural_key(name):
-    """mlx5_2 before mlx5_10, as people number them."""
     return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
 
 
@@ -102,10 +101,12 @@ class NodeReader:
             self.errors.append("%s: not an integer: %r" % (self._display(self.path(*parts)), text[:40]))
             return None
 
-    def listdir(self, *parts):
+    def listdir(self, *parts, **kwargs):
+        """Sorted names; ``natural=True`` orders mlx5_2 before mlx5_10 (PCI
+        addresses are hexadecimal and sort plainly)."""
         target = self.path(*parts)
         try:
-            return sorted(os.listdir(target), key=natural_key)
+            return sorted(os.listdir(target), key=natural_key if kwargs.get("natural") else None)
         except (IOError, OSError) as exc:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
                 self.errors.append("%s: %s" % (self._display(target), exc.strerror or exc))
@@ -294,10 +295,10 @@ def _gid_table(reader, dev, port):
 
 def gather_rdma(reader):
     devices = []
-    for dev in reader.listdir("sys/class/infiniband"):
+    for dev in reader.listdir("sys/class/infiniband", natural=True):
         device_link = reader.realpath("sys/class/infiniband", dev, "device")
         pci = os.path.basename(device_link) if reader.exists("sys/class/infiniband", dev, "device") else None
-        netdevs = reader.listdir("sys/class/infiniband", dev, "device", "net")
+        netdevs = reader.listdir("sys/class/infiniband", dev, "device", "net", natural=True)
         ports = []
         for port in reader.listdir("sys/class/infiniband", dev, "ports"):
             base = ("sys/class/infiniband", dev, "ports", port)
@@ -332,7 +333,7 @@ def gather_rdma(reader):
 
 def gather_netdevs(reader):
     netdevs = {}
-    for name in reader.listdir("sys/class/net"):
+    for name in reader.listdir("sys/class/net", natural=True):
         netdevs[name] = {
             "mtu": reader.read_int("sys/class/net", name, "mtu") if reader.exists("sys/class/net", name, "mtu") else None,
             "operstate": reader.read("sys/class/net", name, "operstate", quiet=True),

@@ -1,0 +1,118 @@
+"""Verdicts of the node checks on each recorded node, in rdma and tcp mode."""
+
+import pytest
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, Expectations, \
+    failed, run_checks, summarize
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
+
+
+def verdicts(root, **expect):
+    results = run_checks(gather_node_facts(root), Expectations(**expect))
+    assert [r["name"] for r in results] == list(CHECK_NAMES)
+    for result in results:
+        assert set(result) == {"name", "status", "message", "remediation", "data"}
+        assert result["status"] in ("pass", "warn", "fail", "skip")
+        assert result["message"]
+        if result["status"] in ("fail", "warn"):
+            assert result["remediation"], "%s %s has no remediation" % (result["name"], result["status"])
+    return dict((r["name"], r) for r in results)
+
+
+RDMA = dict(mode="rdma", gpus=4, rdma_devices=4)
+
+
+def test_healthy_roce_node_passes_everything(snapshot):
+    results = verdicts(snapshot("healthy-roce-h100"), min_link_rate_gbps=400, **RDMA)
+    assert {name: r["status"] for name, r in results.items()} == dict.fromkeys(CHECK_NAMES, "pass")
+    assert results["roce_gid"]["data"]["indices"] == [3]
+
+
+@pytest.mark.parametrize("name,check,words", [
+    ("iommu-off", "iommu_passthrough", "IOMMU translates DMA"),
+    ("no-peermem", "gpudirect_rdma", "nvidia_peermem is not loaded"),
+    ("port-down", "rdma_link", "mlx5_10/1 DOWN (Disabled)"),
+    ("memlock-limited", "memlock", "8388608"),
+    ("acs-redirect", "pcie_acs", "ACS redirects"),
+])
+def test_each_faulty_node_fails_exactly_its_check(snapshot, name, check, words):
+    results = verdicts(snapshot(name), **RDMA)
+    failing = [n for n, r in results.items() if r["status"] == "fail"]
+    assert failing == [check]
+    assert words in results[check]["message"]
+
+
+def test_faults_are_warnings_or_skips_in_tcp_mode(snapshot):
+    for name in ("iommu-off", "port-down", "memlock-limited", "acs-redirect"):
+        results = verdicts(snapshot(name), mode="tcp", gpus=4)
+        assert not [n for n, r in results.items() if r["status"] == "fail"], name
+    assert verdicts(snapshot("port-down"), mode="tcp")["rdma_link"]["status"] == "warn"
+    assert verdicts(snapshot("no-peermem"), mode="tcp")["gpudirect_rdma"]["status"] == "skip"
+
+
+def test_gpudirect_can_be_a_warning_only(snapshot):
+    results = verdicts(snapshot("no-peermem"), require_gpudirect=False, **RDMA)
+    assert results["gpudirect_rdma"]["status"] == "warn"
+
+
+def test_infiniband_node(snapshot):
+    results = verdicts(snapshot("infiniband-h100"), **RDMA)
+    assert results["rdma_link"]["status"] == "pass" and "InfiniBand" in results["rdma_link"]["message"]
+    assert results["roce_gid"]["status"] == "skip" and results["mtu"]["status"] == "skip"
+
+
+def test_roce_gid_indices_that_differ_are_reported(snapshot):
+    results = verdicts(snapshot("roce-gid-mixed"), **RDMA)
+    assert results["roce_gid"]["status"] == "pass"
+    assert results["roce_gid"]["data"]["indices"] == [3, 5]
+    assert results["roce_gid"]["data"]["consistent"] is False
+    assert "mlx5_10(net3)=5" in results["roce_gid"]["message"]
+
+
+def test_tcp_only_node(snapshot):
+    rdma = verdicts(snapshot("tcp-only"), **RDMA)
+    assert {n for n, r in rdma.items() if r["status"] == "fail"} == {"mlx5_driver", "gpudirect_rdma", "rdma_devices"}
+    tcp = verdicts(snapshot("tcp-only"), mode="tcp", gpus=4)
+    assert {n: r["status"] for n, r in tcp.items()} == {
+        "iommu_passthrough": "pass", "mlx5_driver": "pass", "gpudirect_rdma": "skip", "rdma_devices": "skip",
+        "rdma_link": "skip", "roce_gid": "skip", "memlock": "pass", "gpu_count": "pass",
+        "nvlink_topology": "pass", "pcie_acs": "pass", "mtu": "skip"}
+
+
+def test_expectations_change_the_verdict(snapshot):
+    assert verdicts(snapshot("healthy-roce-h100"), mode="rdma", gpus=8)["gpu_count"]["status"] == "fail"
+    assert verdicts(snapshot("healthy-roce-h100"), mode="rdma", rdma_devices=8)["rdma_devices"]["status"] == "fail"
+    slow = verdicts(snapshot("healthy-roce-h100"), mode="rdma", min_link_rate_gbps=800)["rdma_link"]
+    assert slow["status"] == "fail" and "below 800" in slow["message"]
+    mtu = verdicts(snapshot("healthy-roce-h100"), mode="rdma", min_mtu=9216)["mtu"]
+    assert mtu["status"] == "warn"
+
+
+def test_broken_node_gives_verdicts_not_tracebacks(snapshot):
+    results = verdicts(snapshot("broken"), **RDMA)
+    assert results["memlock"]["status"] == "skip"
+    assert results["rdma_link"]["status"] == "fail"
+    assert "state unknown" in results["rdma_link"]["message"]
+    assert results["nvlink_topology"]["status"] == "skip"
+
+
+def test_a_check_that_raises_becomes_a_failure(snapshot):
+    facts = gather_node_facts(snapshot("healthy-roce-h100"), topology=False)
+    del facts["memlock"]["soft"]
+    results = dict((r["name"], r) for r in run_checks(facts, Expectations()))
+    assert results["memlock"]["status"] == "fail"
+    assert "KeyError" in results["memlock"]["message"]
+    assert results["gpu_count"]["status"] == "pass"
+
+
+def test_fail_on_levels():
+    results = [{"name": "a", "status": "warn"}, {"name": "b", "status": "fail"}, {"name": "c", "status": "pass"}]
+    assert [r["name"] for r in failed(results, "fail")] == ["b"]
+    assert [r["name"] for r in failed(results, "warn")] == ["a", "b"]
+    assert failed(results, "never") == []
+    assert summarize(results) == {"pass": 1, "warn": 1, "fail": 1, "skip": 0, "total": 3}
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="mode must be one of rdma, tcp"):
+        Expectations(mode="infiniband")
