@@ -48,19 +48,22 @@ def version_string(version):
 def find_nccl_version(environ=None, search_paths=None):
     """(version tuple, where it was found), or (None, reason).
 
-    NVIDIA's containers export NCCL_VERSION; pip installs NCCL as the
-    nvidia-nccl-cu* wheel that torch depends on; system packages leave a
+    pip installs NCCL as the nvidia-nccl-cu* wheel that torch depends on;
+    NVIDIA's containers export NCCL_VERSION; system packages leave a
     versioned libnccl.so.2.X.Y.
     """
     environ = os.environ if environ is None else environ
-    if parse_version(environ.get("NCCL_VERSION")):
-        return parse_version(environ["NCCL_VERSION"]), "NCCL_VERSION in the environment"
+    # The wheel first: torch loads the NCCL of its nvidia-nccl wheel even in
+    # images whose NCCL_VERSION names a different system NCCL (seen on an
+    # H200 host: NCCL_VERSION=2.28.3, torch's wheel 2.28.9).
     paths = list(sys.path) if search_paths is None else list(search_paths)
     for path in paths:
         for dist in sorted(glob.glob(os.path.join(path, "nvidia_nccl_cu*-*.dist-info")), reverse=True):
             version = parse_version(os.path.basename(dist).split("-", 1)[1])
             if version:
                 return version, os.path.basename(dist)
+    if parse_version(environ.get("NCCL_VERSION")):
+        return parse_version(environ["NCCL_VERSION"]), "NCCL_VERSION in the environment"
     lib_dirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/lib",
                 "/usr/local/cuda/lib64"] if search_paths is None else []
     for directory in lib_dirs:

@@ -108,8 +108,8 @@ def test_env_file_is_valid_shell(tmp_path, snapshot):
 def test_find_nccl_version(tmp_path):
     assert find_nccl_version({"NCCL_VERSION": "2.21.5"}, [])[0] == (2, 21, 5)
     (tmp_path / "nvidia_nccl_cu12-2.26.2.dist-info").mkdir()
-    version, source = find_nccl_version({}, [str(tmp_path)])
-    assert version == (2, 26, 2) and source == "nvidia_nccl_cu12-2.26.2.dist-info"
+    version, source = find_nccl_version({"NCCL_VERSION": "2.21.5"}, [str(tmp_path)])
+    assert version == (2, 26, 2) and source == "nvidia_nccl_cu12-2.26.2.dist-info"  # the wheel torch loads wins
     assert find_nccl_version({}, [str(tmp_path / "none")])[0] is None
 
 
