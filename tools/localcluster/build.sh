@@ -4,7 +4,16 @@
 # and kwok/kwokctl. Every version is pinned by the go.mod/go.sum files beside
 # this script. Built binaries are cached per version under
 #   ${MLINFRA_CACHE_DIR:-$HOME/.cache/mlinfra-multinode}/bin/<component>-<version>/
-# and a component whose cache is complete is not rebuilt.
+# and a component whose cache is complete is not rebuilt. bin/current/ holds
+# links to the binaries of the pinned versions.
+#
+# go/<component>/patches/*.patch, where present, are applied to a copy of that
+# component's main module (go/<component>/patches/MODULE names it) before the
+# build; the cache directory's name then carries a hash of the patches
+# (kwok-v0.7.0-p1a2b3c4d), so changing a patch rebuilds.
+#
+# Environment: MLINFRA_CACHE_DIR (see above); MLINFRA_BUILD_JOBS (go build -p,
+# default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,7 +35,67 @@ KWOK_VERSION="$(required_version kwok sigs.k8s.io/kwok)"
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# Prints the cache directory of a component; builds it first if needed.
+# The file name `go build -o <dir>/` gives a main package: the last element of
+# its import path that is not a major version suffix (/v3).
+default_binary_name() {  # <import path>
+  local p="$1" base="${1##*/}"
+  if [[ "$base" =~ ^v[0-9]+$ ]]; then p="${p%/*}"; base="${p##*/}"; fi
+  printf '%s\n' "$base"
+}
+
+# Copies the module named in go/<moddir>/patches/MODULE out of the module
+# cache into <dir>/src, applies the patches and writes <dir>/go.mod (+ go.sum):
+# the component's go.mod with a replace directive pointing at the copy. Prints
+# the -modfile flag to build with.
+prepare_patched_module() {  # <moddir> <dir>
+  local moddir="$1" dir="$2" module src p
+  module="$(tr -d '[:space:]' < "$here/go/$moddir/patches/MODULE")"
+  src="$(cd "$here/go/$moddir" && go list -m -f '{{.Dir}}' "$module")"
+  [[ -d "$src" ]] || { log "cannot find $module in the module cache"; exit 1; }
+  cp -R "$src" "$dir/src"
+  chmod -R u+w "$dir/src"
+  for p in "$here/go/$moddir"/patches/*.patch; do
+    log "applying ${p#"$here"/} to $module"
+    (cd "$dir/src" && GIT_CEILING_DIRECTORIES="$dir" git apply -p1 "$p") >&2
+  done
+  cp "$here/go/$moddir/go.mod" "$dir/go.mod"
+  cp "$here/go/$moddir/go.sum" "$dir/go.sum"
+  (cd "$here/go/$moddir" && go mod edit -modfile="$dir/go.mod" -replace "$module=$dir/src")
+  printf '%s\n' "-modfile=$dir/go.mod"
+}
+
+# The suffix a component's cache directory gets for its patches ("" if none).
+patch_suffix() {  # <moddir>
+  local patches=("$here/go/$1"/patches/*.patch)
+  [[ -e "${patches[0]}" ]] || return 0
+  printf -- '-p%s\n' "$(cat "$here/go/$1/patches/MODULE" "${patches[@]}" | sha256sum | cut -c1-8)"
+}
+
+# Runs one `go build -v -o <dir>/ <pkg>...` and turns go's list of compiled
+# packages into a progress line every 100 packages; anything else go prints
+# (errors) is passed through.
+go_build_all() {  # <moddir> <ldflags> <out dir> <label> <modfile flag or ""> <pkg>...
+  local moddir="$1" ldflags="$2" out="$3" label="$4" modflags=(); shift 4
+  [[ -z "$1" ]] || modflags=("$1")
+  shift
+  local total n=0 line started=$SECONDS
+  total="$(cd "$here/go/$moddir" && go list "${modflags[@]}" -deps "$@" | wc -l)"
+  log "$label: compiling $# commands in one go build (-p $jobs, $total packages in the import graph; a cold build takes minutes)"
+  (cd "$here/go/$moddir" && go build "${modflags[@]}" -v -p "$jobs" -trimpath -ldflags "$ldflags" -o "$out/" "$@" 2>&1) |
+    while IFS= read -r line; do
+      if [[ "$line" =~ ^[A-Za-z0-9._~/-]+$ ]]; then
+        n=$(( n + 1 ))
+        if (( n % 100 == 0 )); then
+          log "$label: compiled $n packages (of at most $total), $(( SECONDS - started ))s"
+        fi
+      else
+        printf '%s\n' "$line" >&2
+      fi
+    done
+  log "$label: compiled and linked in $(( SECONDS - started ))s"
+}
+
+# Builds a component into its cache directory unless it is already there.
 # The build goes to a temporary directory that is renamed into place only when
 # every binary exists, so an interrupted build never leaves a half cache.
 build_component() {  # <name> <version> <go.mod dir> <ldflags> <out:pkg>...
@@ -36,21 +105,31 @@ build_component() {  # <name> <version> <go.mod dir> <ldflags> <out:pkg>...
     log "$name $version: cached in $dest"
     return 0
   fi
-  local tmp; tmp="$(mktemp -d "$cache/.$name-$version.XXXXXX")"
-  local started=$SECONDS spec pkgs=()
+  command -v go >/dev/null || { log "building $name needs the Go toolchain (go 1.24 or newer) on PATH"; exit 1; }
+  build_tmp="$(mktemp -d "$cache/.$name-$version.XXXXXX")"
+  trap 'rm -rf "$build_tmp"' EXIT
+  local tmp="$build_tmp"
+  local started=$SECONDS spec out pkg default modfile="" pkgs=()
   for spec in "$@"; do pkgs+=("${spec#*:}"); done
-  log "$name $version: downloading modules"
+  log "$name $version: downloading modules (if not in the module cache yet)"
   (cd "$here/go/$moddir" && go mod download -x 2>&1 | grep -c '^# get' | xargs -I{} printf '[build] %s module requests\n' {} >&2 || true)
-  log "$name $version: compiling ${pkgs[*]} with -p $jobs (a cold build takes minutes)"
+  if [[ -f "$here/go/$moddir/patches/MODULE" ]]; then
+    mkdir "$tmp/.patched"
+    modfile="$(prepare_patched_module "$moddir" "$tmp/.patched")"
+  fi
+  go_build_all "$moddir" "$ldflags" "$tmp" "$name $version" "$modfile" "${pkgs[@]}"
+  rm -rf "$tmp/.patched"
   for spec in "$@"; do
-    local out="${spec%%:*}" pkg="${spec#*:}"
-    (cd "$here/go/$moddir" && go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/$out" "$pkg")
-    log "$name $version: built $out ($(( SECONDS - started ))s so far)"
+    out="${spec%%:*}" pkg="${spec#*:}"
+    default="$(default_binary_name "$pkg")"
+    [[ "$default" == "$out" ]] || mv "$tmp/$default" "$tmp/$out"
+    [[ -x "$tmp/$out" ]] || { log "$name $version: $out is missing after the build"; exit 1; }
   done
   printf '%s\n' "$(( SECONDS - started ))" > "$tmp/.build-seconds"
   touch "$tmp/.complete"
   rm -rf "$dest"
   mv "$tmp" "$dest"
+  trap - EXIT
   log "$name $version: done in $(( SECONDS - started ))s -> $dest"
 }
 
@@ -66,7 +145,7 @@ done
 
 build_component etcd "$ETCD_VERSION" etcd "-s -w" \
   etcd:go.etcd.io/etcd/server/v3
-build_component kwok "$KWOK_VERSION" kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+build_component kwok "$KWOK_VERSION$(patch_suffix kwok)" kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
   kwok:sigs.k8s.io/kwok/cmd/kwok kwokctl:sigs.k8s.io/kwok/cmd/kwokctl
 build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
   kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver \
@@ -76,7 +155,7 @@ build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
 
 # A stable directory of links, so callers need not know the versions.
 mkdir -p "$cache/current"
-for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube*; do
+for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube*; do
   ln -sfn "$f" "$cache/current/$(basename "$f")"
 done
 log "binaries ready in $cache/current"
