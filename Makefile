@@ -29,3 +29,14 @@ oldest-core:
 # ---------------------------------------------------------------------------
 # Local cluster (tools/localcluster): cluster-up / cluster-down go below.
 # ---------------------------------------------------------------------------
+.PHONY: cluster-up cluster-down
+
+# Starts the local cluster (builds its binaries on first use, minutes) and
+# waits until the API and every node are Ready; a no-op when it is up.
+# export KUBECONFIG=$$(tools/localcluster/cluster.sh kubeconfig) to use it.
+cluster-up:
+	bash tools/localcluster/cluster.sh up
+
+# Stops the local cluster and deletes its state (.work/localcluster).
+cluster-down:
+	bash tools/localcluster/cluster.sh down

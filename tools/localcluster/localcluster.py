@@ -1,0 +1,862 @@
+#!/usr/bin/env python3
+"""A real local Kubernetes control plane with fake GPU nodes, for tests and demos.
+
+kube-apiserver, kube-controller-manager, kube-scheduler and etcd run as local
+processes (started by `kwokctl --runtime binary` from the binaries that
+build.sh compiles), every one listening on 127.0.0.1 only. kwok plays the
+kubelet of every node. The nodes come from the local inventory
+(inventories/local/group_vars/all/local_cluster.yml).
+
+`exec` into a pod runs a command on this machine, in an environment that
+stands for the pod's node; see podsync below. Everything lives under
+<repo>/.work/localcluster/; nothing outside it (in particular not
+~/.kube/config) is touched.
+
+    localcluster.py up          build if needed, start, wait until ready (idempotent)
+    localcluster.py down        stop and delete the cluster
+    localcluster.py status      print the state; exit status 0 only if it is up and healthy
+    localcluster.py kubeconfig  print the path of the kubeconfig
+    localcluster.py kubectl ... run the pinned kubectl against the cluster
+    localcluster.py podsync     (internal) the pod sync loop that `up` starts
+
+Only the Python standard library and PyYAML are needed.
+
+podsync: kwok runs an `exec` locally with the environment and working
+directory of the kwok Exec object named like the pod (kwok.x-k8s.io/v1alpha1;
+kwok passes nothing about the pod or its node to the command). The pod sync
+loop watches pods; when one is bound to a node it writes that pod's Exec and
+Logs objects (owned by the pod, so they go with it) with
+    MLINFRA_NODE_NAME  the node
+    MLINFRA_HOST_ROOT  <repo>/tests/fixtures/nodes/<the node's snapshot>
+    PATH               <snapshot>/usr/bin:<repo>/files/bin:<PATH of `up`>
+plus the container's own env (literal values and downward-API fields), and
+only then marks the pod (annotation localcluster.mlinfra.io/exec); kwok's pod
+stage (kwok/stages.yaml) makes a pod Running and Ready only once it carries
+that mark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+WORK = ROOT / ".work" / "localcluster"
+NAME = "mlinfra"
+KWOK_WORKDIR = WORK / "kwok"
+CLUSTER_DIR = KWOK_WORKDIR / "clusters" / NAME
+KUBECONFIG = WORK / "kubeconfig"
+CONFIG = WORK / "kwokctl.yaml"
+PODS_DIR = WORK / "pods"
+SHIMS_DIR = WORK / "shims"
+LOG_DIR = WORK / "logs"
+SYNC_PID = WORK / "podsync.pid"
+SYNC_PATH = WORK / "podsync.path"
+INVENTORY_VARS = ROOT / "inventories" / "local" / "group_vars" / "all"
+SNAPSHOTS_DIR = ROOT / "tests" / "fixtures" / "nodes"
+FILES_BIN = ROOT / "files" / "bin"
+CRDS_DIR = HERE / "crds"
+STAGES = HERE / "kwok" / "stages.yaml"
+BUILD = HERE / "build.sh"
+CACHE = Path(os.environ.get("MLINFRA_CACHE_DIR") or Path.home() / ".cache" / "mlinfra-multinode")
+BIN = CACHE / "bin" / "current"
+
+FIELD_MANAGER = "mlinfra-localcluster"
+ANNOTATION_PREFIX = "localcluster.mlinfra.io/"
+EXEC_MARK = ANNOTATION_PREFIX + "exec"
+NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
+NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl")
+
+
+def log(msg: str) -> None:
+    print(f"[localcluster {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# The inventory
+# --------------------------------------------------------------------------
+
+def load_inventory_vars() -> dict:
+    """Merges inventories/local/group_vars/all/*.yml, as Ansible would."""
+    merged: dict = {}
+    for path in sorted(INVENTORY_VARS.glob("*.y*ml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        merged.update(data)
+    return merged
+
+
+def inventory_nodes() -> list[dict]:
+    """The Node objects (with status) described by the inventory."""
+    inv = load_inventory_vars()
+    profiles = inv.get("localcluster_node_profiles") or {}
+    nodes = []
+    for entry in inv.get("localcluster_nodes") or []:
+        profile = profiles.get(entry.get("profile"), {}) if entry.get("profile") else {}
+        if entry.get("profile") and not profile:
+            raise ClusterError(f"node {entry['name']}: unknown profile {entry['profile']!r}")
+
+        def merged(key: str) -> dict:
+            return {**(profile.get(key) or {}), **(entry.get(key) or {})}
+
+        name = entry["name"]
+        labels = {k: str(v) for k, v in merged("labels").items()}
+        labels["kubernetes.io/hostname"] = name
+        annotations = {k: str(v) for k, v in merged("annotations").items()}
+        annotations["kwok.x-k8s.io/node"] = "fake"
+        annotations[NODE_INVENTORY] = "inventories/local"
+        if entry.get("snapshot"):
+            annotations[NODE_SNAPSHOT] = entry["snapshot"]
+        taints = entry["taints"] if "taints" in entry else (profile.get("taints") or [])
+        info = {**(profile.get("node_info") or {}), **(entry.get("node_info") or {})}
+        nodes.append({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            "spec": {"taints": [dict(t) for t in taints]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "capacity": {k: str(v) for k, v in merged("capacity").items()},
+                "allocatable": {k: str(v) for k, v in merged("allocatable").items()},
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "operatingSystem": "linux",
+                    "osImage": info.get("os_image", ""),
+                    "kernelVersion": info.get("kernel_version", ""),
+                    "containerRuntimeVersion": info.get("container_runtime_version", "kwok"),
+                    "kubeletVersion": kube_version(),
+                    "kubeProxyVersion": "",
+                    "machineID": hashlib.sha256(name.encode()).hexdigest()[:32],
+                    "systemUUID": "",
+                    "bootID": "",
+                },
+            },
+        })
+    if not nodes:
+        raise ClusterError(f"no localcluster_nodes in {INVENTORY_VARS}")
+    return nodes
+
+
+def snapshot_root(snapshot: str) -> Path:
+    return SNAPSHOTS_DIR / snapshot
+
+
+# --------------------------------------------------------------------------
+# Binaries and the kwokctl configuration
+# --------------------------------------------------------------------------
+
+def ensure_binaries() -> None:
+    """Runs build.sh: a no-op taking well under a second when all is cached."""
+    started = time.monotonic()
+    result = subprocess.run(["bash", str(BUILD)], stdout=sys.stderr, stderr=sys.stderr)
+    if result.returncode != 0:
+        raise ClusterError(f"{BUILD.relative_to(ROOT)} failed (exit status {result.returncode})")
+    missing = [b for b in BINARIES if not (BIN / b).exists()]
+    if missing:
+        raise ClusterError(f"build.sh left no {', '.join(missing)} in {BIN}")
+    if time.monotonic() - started > 5:
+        log(f"binaries ready ({time.monotonic() - started:.0f}s)")
+
+
+def kube_version() -> str:
+    gomod = (HERE / "go" / "kubernetes" / "go.mod").read_text()
+    for line in gomod.splitlines():
+        parts = line.split()
+        if "k8s.io/kubernetes" in parts:
+            return parts[parts.index("k8s.io/kubernetes") + 1]
+    raise ClusterError("cannot find the k8s.io/kubernetes version in go/kubernetes/go.mod")
+
+
+def kwokctl_config() -> str:
+    """The KwokctlConfiguration (and kwok's stages) the cluster is created from."""
+    options = {
+        "runtime": "binary",
+        # kwokctl's default is 0.0.0.0; every component listens on loopback only.
+        "bindAddress": "127.0.0.1",
+        "kubeApiserverBinary": str(BIN / "kube-apiserver"),
+        "kubeControllerManagerBinary": str(BIN / "kube-controller-manager"),
+        "kubeSchedulerBinary": str(BIN / "kube-scheduler"),
+        "kubectlBinary": str(BIN / "kubectl"),
+        "etcdBinary": str(BIN / "etcd"),
+        "kwokControllerBinary": str(BIN / "kwok"),
+        "kubeVersion": kube_version(),
+        # kwok reads these kinds from the API server, so that the pod sync
+        # can create them per pod while the cluster runs.
+        "enableCRDs": ["Exec", "ClusterExec", "Logs", "ClusterLogs"],
+        # Leave ~/.kwok alone.
+        "cacheDir": str(KWOK_WORKDIR / "cache"),
+    }
+    config = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": options,
+        "componentsPatches": [{
+            "name": "kube-apiserver",
+            # Nodes have only an InternalIP (127.0.0.1, where kwok serves
+            # exec and logs); never try their names in DNS.
+            "extraArgs": [{"key": "kubelet-preferred-address-types", "value": "InternalIP"}],
+        }],
+    }
+    return "---\n" + yaml.safe_dump(config, sort_keys=False) + STAGES.read_text()
+
+
+# --------------------------------------------------------------------------
+# Talking to the API server (standard library only)
+# --------------------------------------------------------------------------
+
+class Api:
+    """A minimal client for the cluster, with the admin certificate kwokctl made."""
+
+    def __init__(self) -> None:
+        kubeconfig = yaml.safe_load((CLUSTER_DIR / "kubeconfig.yaml").read_text())
+        self.server = kubeconfig["clusters"][0]["cluster"]["server"]
+        user = kubeconfig["users"][0]["user"]
+        self.context = ssl.create_default_context(cafile=kubeconfig["clusters"][0]["cluster"]["certificate-authority"])
+        self.context.load_cert_chain(user["client-certificate"], user["client-key"])
+
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json",
+                timeout: float = 30, query: dict | None = None):
+        url = self.server + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                status = json.loads(raw)
+            except ValueError:
+                status = {"message": raw.decode(errors="replace")}
+            raise ApiError(err.code, status) from None
+        return json.loads(raw) if raw else None
+
+    def get(self, path: str, **query):
+        return self.request("GET", path, query=query or None)
+
+    def apply(self, path: str, obj: dict):
+        """Server-side apply, as the one field manager of this tool."""
+        return self.request("PATCH", path, obj, "application/apply-patch+yaml",
+                            query={"fieldManager": FIELD_MANAGER, "force": "true"})
+
+    def merge_patch(self, path: str, patch: dict):
+        return self.request("PATCH", path, patch, "application/merge-patch+json")
+
+    def delete(self, path: str):
+        return self.request("DELETE", path)
+
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 240):
+        query = {"watch": "1", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
+        req = urllib.request.Request(self.server + path + "?" + urllib.parse.urlencode(query))
+        with urllib.request.urlopen(req, context=self.context, timeout=timeout_seconds + 30) as resp:
+            for line in resp:
+                if line.strip():
+                    yield json.loads(line)
+
+    def healthy(self) -> bool:
+        try:
+            req = urllib.request.Request(self.server + "/readyz")
+            with urllib.request.urlopen(req, context=self.context, timeout=5) as resp:
+                return resp.read().strip() == b"ok"
+        except (OSError, urllib.error.URLError):
+            return False
+
+
+class ApiError(RuntimeError):
+    def __init__(self, code: int, status: dict) -> None:
+        super().__init__(f"HTTP {code}: {status.get('message', status)}")
+        self.code = code
+        self.status = status
+
+
+# --------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def pid_cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def component_pids() -> dict[str, int | None]:
+    """The pid of each control-plane process of our cluster, None where it is not running."""
+    pids: dict[str, int | None] = {}
+    for name in COMPONENTS:
+        pid = None
+        try:
+            candidate = int((CLUSTER_DIR / "pids" / f"{name}.pid").read_text().strip())
+            # Only a process started from our cluster directory counts.
+            if pid_alive(candidate) and str(CLUSTER_DIR) in " ".join(pid_cmdline(candidate)):
+                pid = candidate
+        except (OSError, ValueError):
+            pass
+        pids[name] = pid
+    return pids
+
+
+def podsync_pid() -> int | None:
+    try:
+        pid = int(SYNC_PID.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    cmd = pid_cmdline(pid)
+    if pid_alive(pid) and any(a.endswith("localcluster.py") for a in cmd) and "podsync" in cmd:
+        return pid
+    return None
+
+
+def state() -> str:
+    """absent | stopped | partial | running"""
+    if not (CLUSTER_DIR / "kwok.yaml").exists():
+        return "absent"
+    alive = [p for p in component_pids().values() if p]
+    if not alive:
+        return "stopped"
+    return "running" if len(alive) == len(COMPONENTS) else "partial"
+
+
+def kwokctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = kwok_environment()
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with open(LOG_DIR / "kwokctl.log", "a") as out:
+        out.write(f"\n$ kwokctl {' '.join(args)}\n")
+        out.flush()
+        result = subprocess.run([str(BIN / "kwokctl"), "--name", NAME, *args],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=WORK)
+    if check and result.returncode != 0:
+        tail = (LOG_DIR / "kwokctl.log").read_text().splitlines()[-15:]
+        raise ClusterError(f"kwokctl {args[0]} {args[1] if len(args) > 1 else ''} failed:\n" + "\n".join(tail))
+    return result
+
+
+def base_path() -> str:
+    """The PATH exec'd commands get after the node's own directories."""
+    return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+
+
+def kwok_environment() -> dict:
+    """The environment of kwokctl, inherited by the components it starts.
+
+    kwok looks the command of an exec up on its own PATH (Go's exec.Command),
+    before the exec's environment applies: the shims directory comes first so
+    that a bare `nvidia-smi` resolves on the node's PATH (see write_shims),
+    then files/bin, then the pinned binaries (kwokctl runs the first kubectl
+    it finds).
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
+    env["KWOK_WORKDIR"] = str(KWOK_WORKDIR)
+    env["PATH"] = os.pathsep.join([str(SHIMS_DIR), str(FILES_BIN), str(BIN), base_path()])
+    return env
+
+
+SHIM = """#!/bin/sh
+# Written by tools/localcluster/localcluster.py. kwok resolves the command of
+# an exec on its own PATH; this one hands it over to the PATH of the exec,
+# which is the node's (<snapshot>/usr/bin first).
+shims=$(dirname "$0")
+PATH=$(printf '%s' "$PATH" | tr ':' '\\n' | grep -Fvx "$shims" | paste -sd: -)
+export PATH
+exec "$(basename "$0")" "$@"
+"""
+
+
+def write_shims(snapshot: Path) -> None:
+    """A shim in SHIMS_DIR for each command of the node snapshot's usr/bin."""
+    SHIMS_DIR.mkdir(parents=True, exist_ok=True)
+    bindir = snapshot / "usr" / "bin"
+    if not bindir.is_dir():
+        return
+    for cmd in bindir.iterdir():
+        shim = SHIMS_DIR / cmd.name
+        if not shim.exists():
+            tmp = shim.with_name(f".{cmd.name}.tmp")
+            tmp.write_text(SHIM)
+            tmp.chmod(0o755)
+            tmp.replace(shim)
+
+
+# --------------------------------------------------------------------------
+# up / down / status
+# --------------------------------------------------------------------------
+
+def config_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def up(timeout: float = 120) -> None:
+    started = time.monotonic()
+    ensure_binaries()
+    WORK.mkdir(parents=True, exist_ok=True)
+    nodes = inventory_nodes()
+    config = kwokctl_config()
+    current = state()
+    if current != "absent" and (not CONFIG.exists() or config_digest(CONFIG.read_text()) != config_digest(config)):
+        log("the cluster's configuration changed: re-creating it")
+        down(quiet=True)
+        current = "absent"
+    if current == "partial":
+        log("some control-plane processes are gone: restarting the cluster")
+        kwokctl("stop", "cluster")
+        current = "stopped"
+    for node in nodes:
+        write_shims(snapshot_root(node["metadata"]["annotations"].get(NODE_SNAPSHOT, "-")))
+    if current == "absent":
+        log(f"creating the cluster in {CLUSTER_DIR.relative_to(ROOT)}")
+        shutil.rmtree(PODS_DIR, ignore_errors=True)
+        tmp = CONFIG.with_suffix(".tmp")
+        tmp.write_text(config)
+        tmp.replace(CONFIG)
+        kwokctl("create", "cluster", "--config", str(CONFIG), "--kubeconfig", str(KUBECONFIG))
+    elif current == "stopped":
+        log("starting the stopped cluster")
+        kwokctl("start", "cluster")
+    api = wait_api(timeout)
+    apply_crds(api, timeout)
+    apply_nodes(api, nodes)
+    ensure_podsync()
+    wait_nodes(api, [n["metadata"]["name"] for n in nodes], timeout)
+    verify_loopback_only()
+    elapsed = time.monotonic() - started
+    if current == "running":
+        log(f"already up ({elapsed:.1f}s)")
+    else:
+        log(f"up in {elapsed:.1f}s: {len(nodes)} nodes Ready; KUBECONFIG={KUBECONFIG}")
+
+
+def wait_api(timeout: float) -> Api:
+    deadline = time.monotonic() + timeout
+    api = None
+    while time.monotonic() < deadline:
+        if api is None and (CLUSTER_DIR / "kubeconfig.yaml").exists():
+            api = Api()
+        if api is not None and api.healthy():
+            return api
+        time.sleep(0.2)
+    raise ClusterError(f"kube-apiserver not ready within {timeout:.0f}s; see {CLUSTER_DIR / 'logs'}")
+
+
+def crd_documents() -> list[dict]:
+    docs = []
+    for path in sorted(CRDS_DIR.glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def apply_crds(api: Api, timeout: float) -> None:
+    crds = crd_documents()
+    for crd in crds:
+        # json round trip: YAML anchors make shared sub-dicts, plain JSON is wanted.
+        api.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}",
+                  json.loads(json.dumps(crd)))
+    deadline = time.monotonic() + timeout
+    pending = {c["metadata"]["name"] for c in crds}
+    while pending:
+        for name in sorted(pending):
+            obj = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conditions = {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+            if conditions.get("Established") == "True":
+                pending.discard(name)
+        if pending:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"CRDs not Established: {', '.join(sorted(pending))}")
+            time.sleep(0.1)
+    # The API server's discovery (what kubectl and the python client see)
+    # follows the Established condition within a moment; wait for it too.
+    groups = {c["spec"]["group"] + "/" + c["spec"]["versions"][0]["name"]: c["spec"]["names"]["plural"] for c in crds}
+    for gv, plural in groups.items():
+        while True:
+            try:
+                resources = api.get(f"/apis/{gv}")
+                if any(r["name"] == plural for r in resources.get("resources", [])):
+                    break
+            except ApiError:
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{plural}.{gv} not served")
+            time.sleep(0.1)
+
+
+def apply_nodes(api: Api, nodes: list[dict]) -> None:
+    wanted = set()
+    for node in nodes:
+        name = node["metadata"]["name"]
+        wanted.add(name)
+        status = node.pop("status")
+        api.apply(f"/api/v1/nodes/{name}", node)
+        # Capacity, allocatable, addresses and nodeInfo live in the status.
+        api.apply(f"/api/v1/nodes/{name}/status", {"apiVersion": "v1", "kind": "Node",
+                                                   "metadata": {"name": name}, "status": status})
+    for existing in api.get("/api/v1/nodes")["items"]:
+        meta = existing["metadata"]
+        if meta.get("annotations", {}).get(NODE_INVENTORY) and meta["name"] not in wanted:
+            log(f"deleting node {meta['name']} (no longer in the inventory)")
+            api.delete(f"/api/v1/nodes/{meta['name']}")
+
+
+def wait_nodes(api: Api, names: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = set()
+        for node in api.get("/api/v1/nodes")["items"]:
+            for cond in node.get("status", {}).get("conditions", []):
+                if cond["type"] == "Ready" and cond["status"] == "True":
+                    ready.add(node["metadata"]["name"])
+        missing = [n for n in names if n not in ready]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"nodes not Ready within {timeout:.0f}s: {', '.join(missing)}")
+        time.sleep(0.2)
+
+
+def listening_sockets(pids: set[int]) -> list[str]:
+    """The TCP listening addresses of the given processes, from /proc."""
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            addr_hex, port_hex = fields[1].split(":")
+            raw = bytes.fromhex(addr_hex)
+            # /proc prints the address as host-order 32-bit words.
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append(f"{socket.inet_ntop(family, raw)}:{int(port_hex, 16)}")
+    return found
+
+
+def verify_loopback_only() -> None:
+    pids = {p for p in component_pids().values() if p}
+    exposed = [a for a in listening_sockets(pids) if not a.startswith(("127.", "::1"))]
+    if exposed:
+        raise ClusterError(f"a control-plane process listens beyond loopback: {', '.join(exposed)}")
+
+
+def down(quiet: bool = False) -> None:
+    stop_podsync()
+    if (CLUSTER_DIR).exists() and (BIN / "kwokctl").exists():
+        kwokctl("delete", "cluster", "--kubeconfig", str(KUBECONFIG), check=False)
+    # Whatever kwokctl could not stop (e.g. its pid files are gone): only
+    # processes whose command line names our cluster directory.
+    for name, pid in component_pids().items():
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    for path in (CLUSTER_DIR, PODS_DIR, SHIMS_DIR):
+        shutil.rmtree(path, ignore_errors=True)
+    for path in (KUBECONFIG, CONFIG, SYNC_PATH):
+        path.unlink(missing_ok=True)
+    if not quiet:
+        log("down")
+
+
+def status() -> int:
+    st = state()
+    print(f"cluster   {NAME}: {st} ({CLUSTER_DIR})")
+    for name, pid in component_pids().items():
+        print(f"  {name:24} {'pid ' + str(pid) if pid else 'not running'}")
+    sync = podsync_pid()
+    print(f"  {'podsync':24} {'pid ' + str(sync) if sync else 'not running'}")
+    if st != "running":
+        return 1
+    api = Api()
+    healthy = api.healthy()
+    print(f"api       {api.server}: {'ready' if healthy else 'NOT READY'}")
+    ok = healthy and sync is not None
+    if healthy:
+        for node in api.get("/api/v1/nodes")["items"]:
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+            snap = node["metadata"].get("annotations", {}).get(NODE_SNAPSHOT, "-")
+            print(f"  node {node['metadata']['name']:24} {'Ready' if ready else 'NotReady':9} snapshot={snap}")
+            ok = ok and ready
+    print(f"kubeconfig {KUBECONFIG}")
+    return 0 if ok else 1
+
+
+def is_up() -> bool:
+    """True when our cluster is running, its API ready and the pod sync alive."""
+    if state() != "running" or podsync_pid() is None:
+        return False
+    try:
+        return Api().healthy()
+    except (OSError, KeyError, yaml.YAMLError):
+        return False
+
+
+# --------------------------------------------------------------------------
+# The pod sync
+# --------------------------------------------------------------------------
+
+def ensure_podsync() -> None:
+    if podsync_pid():
+        return
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    # The PATH exec'd commands get after the node's own directories.
+    SYNC_PATH.write_text(base_path())
+    with open(LOG_DIR / "podsync.log", "a") as out:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "podsync"],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=WORK, start_new_session=True)
+    SYNC_PID.write_text(f"{proc.pid}\n")
+
+
+def stop_podsync() -> None:
+    pid = podsync_pid()
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if not pid_alive(pid):
+                break
+            time.sleep(0.05)
+    SYNC_PID.unlink(missing_ok=True)
+
+
+def cri_log_line(text: str) -> str:
+    """A line in the CRI log format that the kubelet (and kwok) read back."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{stamp} stdout F {text}\n"
+
+
+def field_ref(pod: dict, path: str) -> str | None:
+    meta = pod["metadata"]
+    simple = {
+        "metadata.name": meta["name"],
+        "metadata.namespace": meta["namespace"],
+        "metadata.uid": meta["uid"],
+        "spec.nodeName": pod["spec"].get("nodeName"),
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName"),
+        "status.hostIP": "127.0.0.1",
+    }
+    if path in simple:
+        return simple[path]
+    for prefix, source in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
+        if path.startswith(prefix + "['") and path.endswith("']"):
+            return (meta.get(source) or {}).get(path[len(prefix) + 2:-2])
+    return None
+
+
+def container_env(pod: dict, container: dict) -> list[dict]:
+    """The container's env that can be known before it starts: literal values
+    and downward-API fields (not status.podIP, nor config maps or secrets)."""
+    env = []
+    for var in container.get("env") or []:
+        if "value" in var:
+            env.append({"name": var["name"], "value": str(var["value"])})
+        elif (var.get("valueFrom") or {}).get("fieldRef"):
+            value = field_ref(pod, var["valueFrom"]["fieldRef"]["fieldPath"])
+            if value is not None:
+                env.append({"name": var["name"], "value": value})
+    return env
+
+
+class PodSync:
+    def __init__(self) -> None:
+        self.api = Api()
+        try:
+            self.base_path = SYNC_PATH.read_text().strip()
+        except OSError:
+            self.base_path = base_path()
+
+    def pod_dir(self, pod: dict) -> Path:
+        return PODS_DIR / pod["metadata"]["namespace"] / pod["metadata"]["name"]
+
+    def configure(self, pod: dict) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        ns, name, node_name = meta["namespace"], meta["name"], spec["nodeName"]
+        node = self.api.get(f"/api/v1/nodes/{node_name}")
+        snapshot_name = node["metadata"].get("annotations", {}).get(NODE_SNAPSHOT)
+        snapshot = snapshot_root(snapshot_name) if snapshot_name else None
+
+        # The pod's own directory: workspace/ is its working directory (the
+        # /workspace of the real image), <container>.log its containers' logs.
+        pdir = self.pod_dir(pod)
+        marker = pdir / ".uid"
+        if not marker.exists() or marker.read_text() != meta["uid"]:
+            shutil.rmtree(pdir, ignore_errors=True)
+            (pdir / "workspace").mkdir(parents=True)
+            marker.write_text(meta["uid"])
+        if snapshot:
+            write_shims(snapshot)
+
+        path = [str(FILES_BIN), self.base_path]
+        if snapshot:
+            path.insert(0, str(snapshot / "usr" / "bin"))
+        containers = (spec.get("initContainers") or []) + spec["containers"]
+        execs, logs = [], []
+        for container in containers:
+            logfile = pdir / f"{container['name']}.log"
+            if not logfile.exists():
+                logfile.write_text(cri_log_line(
+                    f"[localcluster] container {container['name']} of pod {ns}/{name} started on node "
+                    f"{node_name} (kwok; snapshot {snapshot_name or 'none'}); nothing runs its command"))
+            ours = [
+                {"name": "HOSTNAME", "value": name},
+                {"name": "MLINFRA_NODE_NAME", "value": node_name},
+                {"name": "MLINFRA_POD_NAME", "value": name},
+                {"name": "MLINFRA_POD_NAMESPACE", "value": ns},
+                {"name": "MLINFRA_POD_LOG", "value": str(logfile)},
+                {"name": "PATH", "value": os.pathsep.join(path)},
+            ]
+            if snapshot:
+                ours.append({"name": "MLINFRA_HOST_ROOT", "value": str(snapshot)})
+            # Ours come last: where both set a name, the last value wins.
+            execs.append({"containers": [container["name"]],
+                          "local": {"workDir": str(pdir / "workspace"),
+                                    "envs": container_env(pod, container) + ours}})
+            logs.append({"containers": [container["name"]], "logsFile": str(logfile), "follow": True})
+
+        owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
+        labels = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
+        for kind, plural, spec_body in (("Exec", "execs", {"execs": execs}), ("Logs", "logs", {"logs": logs})):
+            self.api.apply(f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{ns}/{plural}/{name}", {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": kind,
+                "metadata": {"name": name, "namespace": ns, "ownerReferences": owner, "labels": labels},
+                "spec": spec_body,
+            })
+        # The uid makes the patch fail (409) if the pod was replaced meanwhile.
+        self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                             {"metadata": {"uid": meta["uid"], "annotations": {EXEC_MARK: node_name}}})
+        print(f"{time.strftime('%H:%M:%S')} configured {ns}/{name} on {node_name} "
+              f"(snapshot {snapshot_name or 'none'})", flush=True)
+
+    def handle(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        if not pod["spec"].get("nodeName") or meta.get("deletionTimestamp"):
+            return
+        if EXEC_MARK in (meta.get("annotations") or {}):
+            return
+        try:
+            self.configure(pod)
+        except ApiError as err:
+            if err.code not in (404, 409):  # the pod went away or was replaced
+                raise
+
+    def forget(self, pod: dict) -> None:
+        pdir = self.pod_dir(pod)
+        try:
+            if (pdir / ".uid").read_text() == pod["metadata"]["uid"]:
+                shutil.rmtree(pdir, ignore_errors=True)
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        while CLUSTER_DIR.exists():
+            try:
+                pods = self.api.get("/api/v1/pods")
+                for pod in pods["items"]:
+                    self.handle(pod)
+                rv = pods["metadata"]["resourceVersion"]
+                for event in self.api.watch("/api/v1/pods", rv):
+                    kind, obj = event["type"], event["object"]
+                    if kind in ("ADDED", "MODIFIED"):
+                        self.handle(obj)
+                    elif kind == "DELETED":
+                        self.forget(obj)
+                    elif kind == "BOOKMARK":
+                        continue
+                    else:  # ERROR, e.g. 410 Gone: list again
+                        break
+            except (OSError, urllib.error.URLError, ApiError, ValueError) as err:
+                print(f"{time.strftime('%H:%M:%S')} pod sync: {err}; retrying", flush=True)
+                time.sleep(1)
+
+
+def podsync() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(f"{time.strftime('%H:%M:%S')} pod sync started (pid {os.getpid()})", flush=True)
+    PodSync().run()
+    print(f"{time.strftime('%H:%M:%S')} cluster directory gone: pod sync exits", flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="build if needed, start, wait until the API and every node are Ready")
+    p_up.add_argument("--timeout", type=float, default=120)
+    sub.add_parser("down", help="stop the cluster and delete its state")
+    sub.add_parser("status", help="print the state; exit status 0 only if up and healthy")
+    sub.add_parser("kubeconfig", help="print the path of the kubeconfig")
+    p_kubectl = sub.add_parser("kubectl", help="run kubectl against the cluster")
+    p_kubectl.add_argument("args", nargs=argparse.REMAINDER)
+    sub.add_parser("podsync", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up(args.timeout)
+        elif args.command == "down":
+            down()
+        elif args.command == "status":
+            return status()
+        elif args.command == "kubeconfig":
+            print(KUBECONFIG)
+        elif args.command == "kubectl":
+            os.execv(str(BIN / "kubectl"), ["kubectl", "--kubeconfig", str(KUBECONFIG), *args.args])
+        elif args.command == "podsync":
+            return podsync()
+    except ClusterError as err:
+        log(f"error: {err}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
