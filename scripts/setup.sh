@@ -146,6 +146,7 @@ if [[ "${MLINFRA_SKIP_PRIME:-0}" != 1 ]]; then
   # from PyPI; doing it here keeps scripts/test.sh free of downloads.
   log "ansible-test: preparing the sanity test environments (first run: a few minutes)"
   bash "$ROOT/scripts/sanity.sh" --prime-venvs
+  bash "$ROOT/scripts/sanity.sh" --oldest --prime-venvs
 fi
 
 "$VENV/bin/ansible-galaxy" collection list >/dev/null 2>&1 || die "ansible-galaxy cannot list the collections; see ansible.cfg"
