@@ -438,6 +438,9 @@ def up(timeout: float = 120) -> None:
         log("the cluster's configuration changed: re-creating it")
         down(quiet=True)
         current = "absent"
+    if current == "running" and not api_answers(15):
+        log("the API server does not answer: restarting the cluster")
+        current = "partial"
     if current == "partial":
         log("some control-plane processes are gone: restarting the cluster")
         kwokctl("stop", "cluster")
@@ -465,6 +468,18 @@ def up(timeout: float = 120) -> None:
         log(f"already up ({elapsed:.1f}s)")
     else:
         log(f"up in {elapsed:.1f}s: {len(nodes)} nodes Ready; KUBECONFIG={KUBECONFIG}")
+
+
+def api_answers(timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if Api().healthy():
+                return True
+        except (OSError, KeyError, IndexError, yaml.YAMLError):
+            pass
+        time.sleep(0.5)
+    return False
 
 
 def wait_api(timeout: float) -> Api:
@@ -839,6 +854,7 @@ def main(argv: list[str]) -> int:
     p_kubectl.add_argument("args", nargs=argparse.REMAINDER)
     sub.add_parser("podsync", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head` is fine
     try:
         if args.command == "up":
             up(args.timeout)
