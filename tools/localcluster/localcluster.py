@@ -65,6 +65,7 @@ CLUSTER_DIR = KWOK_WORKDIR / "clusters" / NAME
 KUBECONFIG = WORK / "kubeconfig"
 CONFIG = WORK / "kwokctl.yaml"
 PODS_DIR = WORK / "pods"
+VOLUMES_DIR = WORK / "volumes"
 SHIMS_DIR = WORK / "shims"
 LOG_DIR = WORK / "logs"
 SYNC_PID = WORK / "podsync.pid"
@@ -79,6 +80,11 @@ CACHE = Path(os.environ.get("MLINFRA_CACHE_DIR") or Path.home() / ".cache" / "ml
 BIN = CACHE / "bin" / "current"
 
 FIELD_MANAGER = "mlinfra-localcluster"
+# Storage: a default class with pre-made volumes (directories under
+# VOLUMES_DIR) that the real PV controller binds claims to, as a cluster's
+# provisioner would. Released volumes are wiped and offered again.
+STORAGE_CLASS = "local-workspace"
+VOLUME_COUNT = 24
 ANNOTATION_PREFIX = "localcluster.mlinfra.io/"
 EXEC_MARK = ANNOTATION_PREFIX + "exec"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
@@ -450,6 +456,7 @@ def up(timeout: float = 120) -> None:
     if current == "absent":
         log(f"creating the cluster in {CLUSTER_DIR.relative_to(ROOT)}")
         shutil.rmtree(PODS_DIR, ignore_errors=True)
+        shutil.rmtree(VOLUMES_DIR, ignore_errors=True)
         tmp = CONFIG.with_suffix(".tmp")
         tmp.write_text(config)
         tmp.replace(CONFIG)
@@ -459,6 +466,7 @@ def up(timeout: float = 120) -> None:
         kwokctl("start", "cluster")
     api = wait_api(timeout)
     apply_crds(api, timeout)
+    apply_storage(api)
     apply_nodes(api, nodes)
     ensure_podsync()
     wait_nodes(api, [n["metadata"]["name"] for n in nodes], timeout)
@@ -533,6 +541,66 @@ def apply_crds(api: Api, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise ClusterError(f"{plural}.{gv} not served")
             time.sleep(0.1)
+
+
+def apply_storage(api: Api) -> None:
+    api.apply(f"/apis/storage.k8s.io/v1/storageclasses/{STORAGE_CLASS}", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS,
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "Immediate",
+    })
+    for index in range(VOLUME_COUNT):
+        name = f"local-pv-{index:02d}"
+        path = VOLUMES_DIR / name
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            api.get(f"/api/v1/persistentvolumes/{name}")
+            continue
+        except ApiError as err:
+            if err.code != 404:
+                raise
+        api.apply(f"/api/v1/persistentvolumes/{name}", {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+            "spec": {"capacity": {"storage": "10Ti"}, "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
+                     "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}},
+        })
+    recycle_released_volumes(api)
+
+
+def recycle_released_volumes(api: Api) -> None:
+    """Wipe the volumes whose claim was deleted and make them Available."""
+    for pv in api.get("/api/v1/persistentvolumes")["items"]:
+        meta, spec = pv["metadata"], pv["spec"]
+        if pv.get("status", {}).get("phase") != "Released" or \
+                meta.get("labels", {}).get("app.kubernetes.io/managed-by") != FIELD_MANAGER:
+            continue
+        path = Path(spec["hostPath"]["path"])
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True, exist_ok=True)
+        api.merge_patch(f"/api/v1/persistentvolumes/{meta['name']}", {"spec": {"claimRef": None}})
+
+
+def volume_dir(api: Api, pod: dict, container: dict) -> Path | None:
+    """The directory of the claim mounted at the container's working
+    directory (/workspace), so a workspace outlives its pod as on a cluster."""
+    workdir = container.get("workingDir") or "/workspace"
+    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in container.get("volumeMounts") or []}
+    volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mounts.get(workdir.rstrip("/"))), None)
+    if not volume or "persistentVolumeClaim" not in volume:
+        return None
+    ns = pod["metadata"]["namespace"]
+    claim = api.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{volume['persistentVolumeClaim']['claimName']}")
+    pv_name = claim["spec"].get("volumeName")
+    if not pv_name:
+        return None
+    pv = api.get(f"/api/v1/persistentvolumes/{pv_name}")
+    host_path = (pv["spec"].get("hostPath") or {}).get("path")
+    return Path(host_path) if host_path else None
 
 
 def apply_nodes(api: Api, nodes: list[dict]) -> None:
@@ -613,7 +681,7 @@ def down(quiet: bool = False) -> None:
     for name, pid in component_pids().items():
         if pid:
             os.kill(pid, signal.SIGKILL)
-    for path in (CLUSTER_DIR, PODS_DIR, SHIMS_DIR):
+    for path in (CLUSTER_DIR, PODS_DIR, VOLUMES_DIR, SHIMS_DIR):
         shutil.rmtree(path, ignore_errors=True)
     for path in (KUBECONFIG, CONFIG, SYNC_PATH):
         path.unlink(missing_ok=True)
@@ -771,8 +839,9 @@ class PodSync:
             if snapshot:
                 ours.append({"name": "MLINFRA_HOST_ROOT", "value": str(snapshot)})
             # Ours come last: where both set a name, the last value wins.
+            workdir = volume_dir(self.api, pod, container) or pdir / "workspace"
             execs.append({"containers": [container["name"]],
-                          "local": {"workDir": str(pdir / "workspace"),
+                          "local": {"workDir": str(workdir),
                                     "envs": container_env(pod, container) + ours}})
             logs.append({"containers": [container["name"]], "logsFile": str(logfile), "follow": True})
 
@@ -797,6 +866,7 @@ class PodSync:
         if EXEC_MARK in (meta.get("annotations") or {}):
             return
         try:
+            recycle_released_volumes(self.api)
             self.configure(pod)
         except ApiError as err:
             if err.code not in (404, 409):  # the pod went away or was replaced
