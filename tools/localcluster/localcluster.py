@@ -689,13 +689,27 @@ def down(quiet: bool = False) -> None:
         log("down")
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def status() -> int:
     st = state()
     print(f"cluster   {NAME}: {st} ({CLUSTER_DIR})")
-    for name, pid in component_pids().items():
-        print(f"  {name:24} {'pid ' + str(pid) if pid else 'not running'}")
     sync = podsync_pid()
-    print(f"  {'podsync':24} {'pid ' + str(sync) if sync else 'not running'}")
+    total = 0
+    for name, pid in [*component_pids().items(), ("podsync", sync)]:
+        if pid:
+            rss = rss_kib(pid)
+            total += rss
+            print(f"  {name:24} pid {pid:<8} RSS {rss / 1024:6.0f} MiB")
+        else:
+            print(f"  {name:24} not running")
+    if total:
+        print(f"  {'total':24} {'':12} RSS {total / 1024:6.0f} MiB")
     if st != "running":
         return 1
     api = Api()
