@@ -1,0 +1,89 @@
+"""Running the collection through the ansible and ansible-playbook CLIs, for the tests."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.dirname(sys.executable)
+
+
+def _json_document(stdout, stderr):
+    # ansible.cfg enables a timing callback that prints lines around the JSON
+    # document of the json stdout callback.
+    start = stdout.find("\n{")
+    start = 0 if stdout.startswith("{") else start + 1
+    assert start >= 0 and stdout[start:start + 1] == "{", stdout + stderr
+    return json.JSONDecoder().raw_decode(stdout[start:])[0]
+
+
+def ansible_env(**extra):
+    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_NOCOLOR="1")
+    env.update(extra)
+    return env
+
+
+def run_module(module, args, check=False):
+    """Run one module of the collection on localhost through the ansible CLI; its result."""
+    cmd = [os.path.join(BIN, "ansible"), "localhost", "-c", "local",
+           "-e", "ansible_python_interpreter=%s" % sys.executable,
+           "-m", "mlinfra.multinode." + module, "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300)
+    return _json_document(proc.stdout, proc.stderr)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+class PlaybookRun:
+    """The outcome of one ansible-playbook run, from the json callback."""
+
+    def __init__(self, returncode, document, stderr):
+        self.returncode, self.document, self.stderr = returncode, document, stderr
+        self.stats = document["stats"].get("localhost", {})
+
+    @property
+    def failed(self):
+        return self.returncode != 0
+
+    @property
+    def changed(self):
+        return self.stats.get("changed", 0)
+
+    def results(self, task_name):
+        """Results of the tasks whose name contains task_name."""
+        found = []
+        for play in self.document["plays"]:
+            for task in play["tasks"]:
+                if task_name in task["task"]["name"]:
+                    found.append(task["hosts"]["localhost"])
+        return found
+
+    def failure_messages(self):
+        messages = []
+        for play in self.document["plays"]:
+            for task in play["tasks"]:
+                result = task["hosts"].get("localhost", {})
+                if result.get("failed") and not result.get("ignore_errors") and task["task"]["name"]:
+                    messages.append(result.get("msg", ""))
+                    for item in result.get("results", []):
+                        if item.get("failed") or item.get("evaluated_to") is False:
+                            messages.append(item.get("msg", ""))
+        return messages
+
+
+def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
+    cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(REPO, "playbooks", playbook),
+           "-i", os.path.join(REPO, "inventories", inventory)]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    if check:
+        cmd.append("--check")
+    if tags:
+        cmd += ["--tags", tags]
+    proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout)
+    return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr)
