@@ -144,7 +144,7 @@ ensure_get_pip_standin
 if [[ "${MLINFRA_SKIP_PRIME:-0}" != 1 ]]; then
   # Creating the sanity test environments downloads their pinned requirements
   # from PyPI; doing it here keeps scripts/test.sh free of downloads.
-  log "ansible-test: preparing the sanity test environments (first run: a few minutes)"
+  log "ansible-test: preparing the sanity test environments (a few minutes the first time, seconds after)"
   bash "$ROOT/scripts/sanity.sh" --prime-venvs
   bash "$ROOT/scripts/sanity.sh" --oldest --prime-venvs
 fi
