@@ -34,7 +34,7 @@ def run_module(module, args, check=False):
     if check:
         cmd.append("--check")
     proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=300)
+                          universal_newlines=True, timeout=300, check=False)
     return _json_document(proc.stdout, proc.stderr)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
@@ -85,5 +85,5 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, t
     if tags:
         cmd += ["--tags", tags]
     proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=timeout)
+                          universal_newlines=True, timeout=timeout, check=False)
     return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr)

@@ -28,7 +28,7 @@ options:
 notes:
   - Only reads files and runs C(nvidia-smi topo -m); it changes nothing on the node, so check mode
     behaves exactly like a normal run.
-  - Reading the PCIe extended configuration space (for O(checks=pcie_acs)) needs root; without it the
-    ACS state is reported as unknown.
+  - Reading the PCIe extended configuration space (for the ACS state of PCIe bridges) needs root; without
+    it the ACS state is reported as unknown.
   - Needs only the Python standard library on the node.
 """

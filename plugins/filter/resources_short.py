@@ -16,7 +16,7 @@ description:
   - Only whole-number resources are compared (GPUs, RDMA virtual functions); a resource the node does not list
     counts as 0.
 author:
-  - mlinfra maintainers
+  - mlinfra maintainers (@mlinfra)
 positional: wanted
 options:
   _input:

@@ -137,7 +137,7 @@ def decide_ib_hca(transport, facts, usable, rejected):
     if transport != "rdma":
         return Decision("NCCL_IB_HCA", None, "not using RDMA")
     # "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
-    value = "=" + ",".join("%s:%s" % (dev["name"], port["port"]) for dev, port, _ in usable)
+    value = "=" + ",".join("%s:%s" % (dev["name"], port["port"]) for dev, port, netdev in usable)
     if rejected:
         return Decision("NCCL_IB_HCA", value,
                         "only these ports are usable here (%s); NCCL would otherwise try all %d visible device(s)"
@@ -165,7 +165,7 @@ def decide_socket_ifname(facts):
 
 
 def decide_gid_index(transport, usable, nccl_version):
-    roce = [(dev, port) for dev, port, _ in usable if port["link_layer"] == "Ethernet"]
+    roce = [(dev, port) for dev, port, netdev in usable if port["link_layer"] == "Ethernet"]
     if transport != "rdma" or not roce:
         return Decision("NCCL_IB_GID_INDEX", None, "no RoCE ports in use")
     indices = {}

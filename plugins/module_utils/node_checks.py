@@ -35,6 +35,7 @@ CHECK_NAMES = (
     "mtu",
 )
 
+
 class Expectations:
     """What a node must show. ``None`` means "do not check"."""
 
@@ -143,7 +144,7 @@ def check_rdma_devices(facts, expect):
     data = {"devices": [dict((key, dev[key]) for key in ("name", "netdevs", "pci", "numa_node", "hca_type", "fw_ver"))
                         for dev in devices]}
     names = ", ".join("%s (%s, %s, NUMA %s)" % (d["name"], "/".join(d["netdevs"]) or "no netdev", d["pci"] or "?",
-                                               d["numa_node"]) for d in devices)
+                                                d["numa_node"]) for d in devices)
     if not expect.rdma:
         if devices:
             return _result("rdma_devices", PASS, "%d RDMA device(s), not used in tcp mode: %s" % (len(devices), names),
@@ -171,13 +172,13 @@ def check_rdma_link(facts, expect):
     if not ports:
         return _result("rdma_link", SKIP, "no RDMA ports", data=data)
     down = ["%s/%s %s (%s)" % (dev["name"], port["port"], port["state"] or "state unknown",
-                                port["phys_state"] or "physical state unknown")
+                               port["phys_state"] or "physical state unknown")
             for dev, port in ports if port["state"] != "ACTIVE" or port["phys_state"] != "LinkUp"]
     slow = []
     if expect.min_link_rate_gbps:
         slow = ["%s/%s at %s" % (dev["name"], port["port"], port["rate"]) for dev, port in ports
                 if port["state"] == "ACTIVE" and (port["rate_gbps"] or 0) < expect.min_link_rate_gbps]
-    layers = sorted(set(port["link_layer"] or "unknown" for _, port in ports))
+    layers = sorted(set(port["link_layer"] or "unknown" for dev, port in ports))
     if down:
         return _result("rdma_link", expect.severity(), "port(s) not active: %s" % "; ".join(down),
                        "Check the cable and switch port of each NIC named (ibstat / ethtool on the node), and the "
@@ -186,7 +187,7 @@ def check_rdma_link(facts, expect):
         return _result("rdma_link", expect.severity(),
                        "port(s) below %s Gb/s: %s" % (expect.min_link_rate_gbps, "; ".join(slow)),
                        "A link trained at a lower rate: reseat or replace the cable, check the switch port speed.", data)
-    rates = sorted(set(port["rate"] for _, port in ports if port["rate"]))
+    rates = sorted(set(port["rate"] for dev, port in ports if port["rate"]))
     return _result("rdma_link", PASS, "%d port(s) active, %s, %s" % (len(ports), "/".join(layers), ", ".join(rates)),
                    data=data)
 
@@ -255,8 +256,8 @@ def check_gpu_count(facts, expect):
                            "Install the NVIDIA GPU operator or driver on the node." if expect.gpus else "", data)
         return _result("gpu_count", FAIL, "NVIDIA driver %s loaded but no GPU listed" % facts["nvidia"]["driver_version"],
                        "Check dmesg on the node for NVRM errors.", data)
-    return _result("gpu_count", PASS, "%d GPU(s): %s, driver %s" % (len(gpus), ", ".join(data["models"]),
-                                                                     facts["nvidia"]["driver_version"]), data=data)
+    summary = "%d GPU(s): %s, driver %s" % (len(gpus), ", ".join(data["models"]), facts["nvidia"]["driver_version"])
+    return _result("gpu_count", PASS, summary, data=data)
 
 
 def check_nvlink_topology(facts, expect):

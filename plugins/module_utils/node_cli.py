@@ -94,7 +94,7 @@ def main_node_check(argv=None):
         json.dump(report, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        print(format_report(report))
+        sys.stdout.write(format_report(report) + "\n")
     return 0 if report["ok"] else 1
 
 
@@ -136,8 +136,8 @@ def main_autodetect(argv=None):
         overrides[name] = value
     environ = {} if args.ignore_environment else dict(
         (name, os.environ[name]) for name in VARIABLES if name in os.environ)
-    result, _ = detect_report(root=args.root, mode=args.mode, overrides=overrides, environ=environ,
-                              nccl_version=args.nccl_version)
+    result = detect_report(root=args.root, mode=args.mode, overrides=overrides, environ=environ,
+                           nccl_version=args.nccl_version)[0]
     text = render_env_file(result)
     if args.output:
         _write_atomically(args.output, text)
@@ -149,8 +149,8 @@ def main_autodetect(argv=None):
     log = sys.stderr if not args.output else sys.stdout
     log.write("[autodetect] transport=%s (%s)\n" % (result["transport"], result["transport_reason"]))
     for detail in result["details"]:
-        log.write("[autodetect]   %s=%s  # %s\n" % (detail["name"], detail["value"] if detail["set"] else "(unset)",
-                                                  detail["reason"]))
+        value = detail["value"] if detail["set"] else "(unset)"
+        log.write("[autodetect]   %s=%s  # %s\n" % (detail["name"], value, detail["reason"]))
     for error in result["errors"]:
         log.write("[autodetect] ERROR: %s\n" % error)
     return 1 if result["errors"] else 0

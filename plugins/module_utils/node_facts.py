@@ -175,7 +175,7 @@ def gather_iommu(reader, cmdline_args):
             types[kind] = types.get(kind, 0) + 1
     params = {}
     for arg in cmdline_args:
-        key, _, value = arg.partition("=")
+        key, value = arg.partition("=")[::2]
         if key in ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough"):
             params[key] = value
     return {
@@ -390,7 +390,7 @@ def _parse_cpu_list(text, reader=None, rel=None):
         chunk = chunk.strip()
         if not chunk:
             continue
-        low, _, high = chunk.partition("-")
+        low, high = chunk.partition("-")[::2]
         try:
             count += (int(high) - int(low) + 1) if high else 1
         except ValueError:
@@ -521,7 +521,9 @@ def _runs(path):
     """A host binary seen through /host may not run inside a pod (its
     libraries are not there); a quick --help tells."""
     try:
-        return subprocess.call([path, "--help"], stdout=subprocess.DEVNULL,
+        # Shared with the in-pod commands, which run without Ansible: there is
+        # no AnsibleModule.run_command to call.
+        return subprocess.call([path, "--help"], stdout=subprocess.DEVNULL,  # pylint: disable=ansible-bad-function
                                stderr=subprocess.DEVNULL, timeout=_NVIDIA_SMI_TIMEOUT) == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -582,8 +584,9 @@ def gather_topology(reader, nvidia_smi=None):
     if not binary:
         return {"available": False, "reason": "nvidia-smi not found"}
     try:
-        proc = subprocess.run([binary, "topo", "-m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=_NVIDIA_SMI_TIMEOUT, universal_newlines=True)
+        # No AnsibleModule here either (see _runs).
+        proc = subprocess.run([binary, "topo", "-m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                              timeout=_NVIDIA_SMI_TIMEOUT, universal_newlines=True, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return {"available": False, "reason": "%s topo -m: %s" % (binary, exc)}
     if proc.returncode != 0:

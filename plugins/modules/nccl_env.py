@@ -26,13 +26,15 @@ description:
   - The same code runs in pods, without Ansible, as the C(mlinfra-autodetect) command (the autodetect init
     container), which writes the result as a shell file for the launcher.
 author:
-  - mlinfra maintainers
+  - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - mlinfra.multinode.node_root
 attributes:
   check_mode:
+    description: Can run in check mode and return the same result as a normal run.
     support: full
   diff_mode:
+    description: Returns no diff; it changes nothing.
     support: none
 options:
   facts:
@@ -185,8 +187,8 @@ def main():
     if bad_names:
         module.fail_json(msg="overrides must map environment variable names to values; invalid name(s): %s"
                              % ", ".join(repr(name) for name in bad_names))
-    result, _ = detect_report(root=params["root"], mode=params["mode"], overrides=params["overrides"],
-                              nccl_version=params["nccl_version"], nvidia_smi=params["nvidia_smi"], facts=facts)
+    result = detect_report(root=params["root"], mode=params["mode"], overrides=params["overrides"],
+                           nccl_version=params["nccl_version"], nvidia_smi=params["nvidia_smi"], facts=facts)[0]
     result["env_file"] = render_env_file(result)
     if result["errors"]:
         module.fail_json(msg="; ".join(result["errors"]), changed=False, **result)

@@ -18,17 +18,19 @@ description:
   - "The checks, in order: C(iommu_passthrough), C(mlx5_driver), C(gpudirect_rdma) (nvidia_peermem, legacy
     nv_peer_mem, or DMA-BUF), C(rdma_devices), C(rdma_link), C(roce_gid), C(memlock), C(gpu_count),
     C(nvlink_topology), C(pcie_acs) and C(mtu)."
-  - Never changes the node; RV(changed) is always false.
+  - Never changes the node; C(changed) is always false.
   - The same checks run inside pods, without Ansible, as the C(mlinfra-node-check) command of the collection's
     image.
 author:
-  - mlinfra maintainers
+  - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - mlinfra.multinode.node_root
 attributes:
   check_mode:
+    description: Can run in check mode and return the same result as a normal run.
     support: full
   diff_mode:
+    description: Returns no diff; it changes nothing.
     support: none
 options:
   mode:

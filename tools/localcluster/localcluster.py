@@ -176,7 +176,7 @@ def snapshot_root(snapshot: str) -> Path:
 def ensure_binaries() -> None:
     """Runs build.sh: a no-op taking well under a second when all is cached."""
     started = time.monotonic()
-    result = subprocess.run(["bash", str(BUILD)], stdout=sys.stderr, stderr=sys.stderr)
+    result = subprocess.run(["bash", str(BUILD)], stdout=sys.stderr, stderr=sys.stderr, check=False)
     if result.returncode != 0:
         raise ClusterError(f"{BUILD.relative_to(ROOT)} failed (exit status {result.returncode})")
     missing = [b for b in BINARIES if not (BIN / b).exists()]
@@ -372,7 +372,7 @@ def kwokctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
         out.write(f"\n$ kwokctl {' '.join(args)}\n")
         out.flush()
         result = subprocess.run([str(BIN / "kwokctl"), "--name", NAME, *args],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=WORK)
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=WORK, check=False)
     if check and result.returncode != 0:
         tail = (LOG_DIR / "kwokctl.log").read_text().splitlines()[-15:]
         raise ClusterError(f"kwokctl {args[0]} {args[1] if len(args) > 1 else ''} failed:\n" + "\n".join(tail))
@@ -757,7 +757,7 @@ def stop_podsync() -> None:
     pid = podsync_pid()
     if pid:
         os.kill(pid, signal.SIGTERM)
-        for _ in range(50):
+        for _attempt in range(50):
             if not pid_alive(pid):
                 break
             time.sleep(0.05)
@@ -927,7 +927,7 @@ def podsync() -> int:
 # --------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="build if needed, start, wait until the API and every node are Ready")
     p_up.add_argument("--timeout", type=float, default=120)

@@ -68,7 +68,7 @@ def test_tcp_only_node(snapshot):
     assert result["transport"] == "tcp" and result["errors"] == []
     assert "NCCL_IB_DISABLE" not in result["env"]  # nothing to disable
     assert "NCCL_SOCKET_IFNAME" not in result["env"]  # eth0 is the only candidate
-    result, _ = detect(snapshot("tcp-only"), mode="rdma")
+    result = detect(snapshot("tcp-only"), mode="rdma")[0]
     assert result["errors"] and "silently fall back to sockets" in result["errors"][0]
 
 
@@ -98,7 +98,7 @@ def test_environment_values_are_kept_but_lose_to_the_user(snapshot):
 
 
 def test_env_file_is_valid_shell(tmp_path, snapshot):
-    result, _ = detect(snapshot("port-down"), overrides={"NCCL_DEBUG": "it's INFO"})
+    result = detect(snapshot("port-down"), overrides={"NCCL_DEBUG": "it's INFO"})[0]
     path = tmp_path / "nccl.env"
     path.write_text(render_env_file(result))
     out = os.popen("sh -c '. %s && echo \"$NCCL_IB_HCA|$NCCL_DEBUG|$DETECTED_TRANSPORT\"'" % path).read()
