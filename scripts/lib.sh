@@ -13,7 +13,8 @@ VENV_OLDEST="$WORK/venv-core-2.20"
 COLLECTIONS_DIR="$WORK/collections"
 # ansible-test must run from .../ansible_collections/<namespace>/<name>, and it
 # resolves the working directory through symbolic links, so sanity runs on a
-# copy of the tree (tracked and untracked-but-not-ignored files) under here.
+# copy of the tree (tracked and untracked-but-not-ignored files), one per run
+# under here (scripts/sanity.sh).
 SANITY_ROOT="$WORK/sanity"
 SANITY_COLLECTION="$SANITY_ROOT/ansible_collections/mlinfra/multinode"
 

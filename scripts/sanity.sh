@@ -7,8 +7,9 @@
 # and resolves its working directory through symbolic links, so the link under
 # .work/collections/ does not do. The git-tracked files plus untracked files
 # that git does not ignore are copied afresh (to an empty git repository) to
-# .work/sanity/ansible_collections/mlinfra/multinode; the dependency
-# collections are linked beside it so imports of kubernetes.core & co resolve.
+# .work/sanity/run.XXXXXX/ansible_collections/mlinfra/multinode, removed
+# afterwards; the dependency collections are linked beside it so imports of
+# kubernetes.core & co resolve.
 #
 # --oldest runs the ansible-test of the oldest declared ansible-core
 # (.work/venv-core-2.20) instead of the one in .venv.
@@ -31,7 +32,12 @@ fi
 [[ -d "$COLLECTIONS_DIR/ansible_collections" ]] || die "no dependency collections; run: bash scripts/setup.sh"
 
 # Fresh copy of the collection.
-rm -rf "$SANITY_COLLECTION"
+# A copy of its own per run, so that runs at the same time (two ansible-core
+# versions, two people on one checkout) never delete each other's tree.
+mkdir -p "$SANITY_ROOT"
+SANITY_ROOT="$(mktemp -d "$SANITY_ROOT/run.XXXXXX")"
+SANITY_COLLECTION="$SANITY_ROOT/ansible_collections/mlinfra/multinode"
+trap 'rm -rf "$SANITY_ROOT"' EXIT
 mkdir -p "$SANITY_COLLECTION"
 git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
   | "$venv/bin/python" -c '
@@ -88,4 +94,4 @@ cd "$SANITY_COLLECTION"
 # tests/config.yml from .work/pythons, shellcheck from .venv.
 export PATH="$venv/bin:$TARGET_PYTHON_DIR:$VENV/bin:$PATH"
 log "$("$venv/bin/ansible-test" --version) in $SANITY_COLLECTION"
-exec "$venv/bin/ansible-test" sanity "$@"
+"$venv/bin/ansible-test" sanity "$@"
