@@ -11,6 +11,13 @@ __metaclass__ = type
 class ModuleDocFragment(object):
 
     DOCUMENTATION = r"""
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result as a normal run.
+    support: full
+  diff_mode:
+    description: Returns no diff; it changes nothing.
+    support: none
 options:
   root:
     description:

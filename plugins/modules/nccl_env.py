@@ -29,13 +29,6 @@ author:
   - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - mlinfra.multinode.node_root
-attributes:
-  check_mode:
-    description: Can run in check mode and return the same result as a normal run.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
 options:
   facts:
     description:
