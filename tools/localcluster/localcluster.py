@@ -625,14 +625,20 @@ def wait_nodes(api: Api, names: list[str], timeout: float) -> None:
     while True:
         ready = set()
         for node in api.get("/api/v1/nodes")["items"]:
+            # Ready, and the node lifecycle controller has also lifted its
+            # not-ready/unreachable taints (it does so a moment later), so
+            # pods schedule as soon as this returns.
+            lifecycle_taints = [t for t in node.get("spec", {}).get("taints") or []
+                                if t["key"].startswith("node.kubernetes.io/")]
             for cond in node.get("status", {}).get("conditions", []):
-                if cond["type"] == "Ready" and cond["status"] == "True":
+                if cond["type"] == "Ready" and cond["status"] == "True" and not lifecycle_taints:
                     ready.add(node["metadata"]["name"])
         missing = [n for n in names if n not in ready]
         if not missing:
             return
         if time.monotonic() > deadline:
-            raise ClusterError(f"nodes not Ready within {timeout:.0f}s: {', '.join(missing)}")
+            raise ClusterError(f"nodes not Ready (or still tainted not-ready) within {timeout:.0f}s: "
+                               f"{', '.join(missing)}")
         time.sleep(0.2)
 
 
