@@ -113,7 +113,7 @@ def _socket_candidates(facts):
             if not name.startswith(_NCCL_SKIPPED_IFACES)]
 
 
-def decide_transport(facts, mode, usable, rejected):
+def decide_transport(mode, usable, rejected):
     if mode == "tcp":
         return "tcp", "tcp requested", []
     if usable:
@@ -243,7 +243,7 @@ def compute_nccl_env(facts, mode="auto", overrides=None, environ=None, nccl_vers
     if mode not in TRANSPORT_MODES:
         raise ValueError("mode must be one of %s, got %r" % (", ".join(TRANSPORT_MODES), mode))
     usable, rejected = usable_rdma_ports(facts)
-    transport, transport_reason, errors = decide_transport(facts, mode, usable, rejected)
+    transport, transport_reason, errors = decide_transport(mode, usable, rejected)
     decisions = [
         decide_ib_disable(transport, facts),
         decide_ib_hca(transport, facts, usable, rejected),

@@ -19,7 +19,7 @@ def test_committed_snapshots_are_what_the_builder_writes(tmp_path, snapshot):
     # rebuilding) would make the tests read something else than documented.
     for name in sorted(build_snapshots.SNAPSHOTS):
         built = build_snapshots.build(str(tmp_path), [name])[0]
-        assert build_snapshots._tree_listing(built) == build_snapshots._tree_listing(snapshot(name)), name
+        assert build_snapshots.tree_listing(built) == build_snapshots.tree_listing(snapshot(name)), name
 
 
 def test_healthy_roce_node_facts(snapshot):
