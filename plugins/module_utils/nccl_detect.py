@@ -18,6 +18,8 @@ import os
 import re
 import sys
 
+from .node_facts import roce_v2_ipv4_gids
+
 __metaclass__ = type
 
 TRANSPORT_MODES = ("auto", "rdma", "tcp")
@@ -170,7 +172,7 @@ def decide_gid_index(transport, usable, nccl_version):
         return Decision("NCCL_IB_GID_INDEX", None, "no RoCE ports in use")
     indices = {}
     for dev, port in roce:
-        entries = [e for e in port["gids"] if e["type"] == "RoCE v2" and e["ipv4"]]
+        entries = roce_v2_ipv4_gids(port)
         indices["%s:%s" % (dev["name"], port["port"])] = entries[0]["index"] if entries else None
     listing = ", ".join("%s=%s" % item for item in sorted(indices.items()))
     distinct = set(indices.values())

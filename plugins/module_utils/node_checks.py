@@ -14,6 +14,8 @@ in-pod command ``mlinfra-node-check``.
 
 from __future__ import absolute_import, division, print_function
 
+from .node_facts import roce_v2_ipv4_gids
+
 __metaclass__ = type
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -192,18 +194,13 @@ def check_rdma_link(facts, expect):
                    data=data)
 
 
-def roce_v2_gids(dev, port):
-    """The RoCE v2 entries of a port with an IPv4-mapped address."""
-    return [entry for entry in port["gids"] if entry["type"] == "RoCE v2" and entry["ipv4"]]
-
-
 def check_roce_gid(facts, expect):
     roce = [(dev, port) for dev, port in _rdma_ports(facts) if port["link_layer"] == "Ethernet"]
     if not roce:
         return _result("roce_gid", SKIP, "no RoCE (Ethernet link layer) ports")
     per_device, missing = [], []
     for dev, port in roce:
-        entries = roce_v2_gids(dev, port)
+        entries = roce_v2_ipv4_gids(port)
         if entries:
             first = entries[0]
             per_device.append({"device": dev["name"], "port": port["port"], "netdev": first["ndev"],

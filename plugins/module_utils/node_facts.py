@@ -75,11 +75,7 @@ class NodeReader:
             if exc.errno != errno.ENOENT and not quiet:
                 self.errors.append("%s: %s" % (self._display(target), exc.strerror or exc))
             return None
-        try:
-            return data.decode("utf-8", "replace").strip()
-        except Exception as exc:  # decode with 'replace' does not fail; be safe anyway
-            self.errors.append("%s: %s" % (self._display(target), exc))
-            return None
+        return data.decode("utf-8", "replace").strip()
 
     def read_bytes(self, *parts):
         target = self.path(*parts)
@@ -153,6 +149,12 @@ def gid_ipv4(gid):
     except ValueError:
         return None
     return "%d.%d.%d.%d" % (high >> 8, high & 0xFF, low >> 8, low & 0xFF)
+
+
+def roce_v2_ipv4_gids(port):
+    """The GID entries of a port that RoCE v2 over IPv4 uses (the ones NCCL
+    2.21+ picks by itself, and NCCL_IB_GID_INDEX must name before that)."""
+    return [entry for entry in port["gids"] if entry["type"] == "RoCE v2" and entry["ipv4"]]
 
 
 def gather_kernel(reader):
