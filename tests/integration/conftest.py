@@ -2,8 +2,9 @@
 
 The cluster is tools/localcluster (real kube-apiserver, controller-manager,
 scheduler and etcd; kwok as the kubelet of the inventory's fake nodes). It is
-started once per test session, reusing one that already runs from this
-checkout's .work/localcluster, and always deleted at the end of the session.
+started once per test session and deleted at its end; a cluster that was
+already running from this checkout's .work/localcluster is reused and left
+running (someone else started it, so someone else stops it).
 On a fresh clone the first session builds the binaries (minutes; build.sh
 prints its progress).
 """
@@ -32,19 +33,21 @@ def localcluster(request):
     """The tools/localcluster module, with its cluster up for the whole session."""
     lc = _load_localcluster()
     capture = request.config.pluginmanager.getplugin("capturemanager")
+    reused = lc.is_up()
     try:
         # Progress (and a first build) is shown as it happens, not captured.
         with capture.global_and_fixture_disabled():
-            if lc.is_up():
+            if reused:
                 print(f"\n[integration] reusing the running local cluster ({lc.CLUSTER_DIR})")
             else:
                 print("\n[integration] starting the local cluster")
             lc.up()
         yield lc
     finally:
-        with capture.global_and_fixture_disabled():
-            print("\n[integration] deleting the local cluster")
-            lc.down()
+        if not reused:
+            with capture.global_and_fixture_disabled():
+                print("\n[integration] deleting the local cluster")
+                lc.down()
 
 
 @pytest.fixture(scope="session")
