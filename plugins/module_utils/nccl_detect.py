@@ -195,11 +195,16 @@ def decide_gid_index(transport, usable, nccl_version):
                     % (index, listing, version_string(nccl_version) or "of unknown version"))
 
 
+def gpudirect_available(facts):
+    gpudirect = facts["gpudirect"]
+    return bool(gpudirect["peermem_modules"] or gpudirect["dmabuf"])
+
+
 def decide_gdr_level(transport, facts):
     if transport != "rdma":
         return Decision("NCCL_NET_GDR_LEVEL", None, "not using RDMA")
     gpudirect = facts["gpudirect"]
-    available = bool(gpudirect["peermem_modules"] or gpudirect["dmabuf"])
+    available = gpudirect_available(facts)
     how = ("%s loaded" % gpudirect["peermem_modules"][0]) if gpudirect["peermem_modules"] else \
         "DMA-BUF: " + gpudirect["dmabuf_reason"]
     if available:
@@ -276,6 +281,8 @@ def compute_nccl_env(facts, mode="auto", overrides=None, environ=None, nccl_vers
     env = dict((d.name, d.value) for d in decisions if d.value is not None)
     return {
         "transport": transport,
+        "gpus": len(facts["nvidia"]["gpus"]),
+        "gpudirect": gpudirect_available(facts) if transport == "rdma" else None,
         "transport_reason": transport_reason,
         "env": env,
         "details": [d.as_dict() for d in decisions],
@@ -300,3 +307,83 @@ def render_env_file(result):
             lines.append("export %s=%s" % (detail["name"], shell_quote(detail["value"])))
     lines.append("export DETECTED_TRANSPORT=%s" % shell_quote(result["transport"]))
     return "\n".join(lines) + "\n"
+
+
+# What every pod of one job must share, and what it should: NCCL ranks on a
+# transport or a number of rails of their own hang or crawl; a node without
+# GPUDirect RDMA or with another NCCL only makes the whole job slower.
+# (field, its words in messages, level, its value in one pod's result). On a
+# tie the better value (rdma, more ports, GPUs or GPUDirect) is the expected
+# one, so that the pods named are those that lack something.
+AGREEMENT_FIELDS = (
+    ("transport", "transport", "fail", lambda result: result["transport"]),
+    ("rdma_ports", "usable RDMA ports", "fail",
+     lambda result: len(result["rdma_ports"]) if result["transport"] == "rdma" else 0),
+    ("gpus", "GPUs", "fail", lambda result: result.get("gpus")),
+    ("gpudirect", "GPUDirect RDMA", "warn", lambda result: result.get("gpudirect")),
+    ("nccl_version", "NCCL version", "warn", lambda result: result.get("nccl_version")),
+)
+
+
+def _preference(value):
+    """Higher is better: rdma over tcp, a larger count or version, True over
+    False, anything over unknown."""
+    if value is None:
+        return (0,)
+    if value == "rdma":
+        return (2,)
+    if isinstance(value, str) and parse_version(value):
+        return (1,) + tuple(parse_version(value))
+    if isinstance(value, (bool, int)):
+        return (1, int(value))
+    return (1,)
+
+
+def compare_pod_results(pods):
+    """Compare the detection results of the pods of one job.
+
+    ``pods`` is a list of {"pod", "node", "json"} (``json``, the parsed
+    nccl.json of mlinfra-autodetect or a result of compute_nccl_env; None when the
+    pod's result could not be read). Returns {"agree", "mismatches",
+    "unreadable"}: a mismatch names the field, its level (fail or warn), the
+    value of the most pods, the odd pods with their nodes and values, and a
+    one-line message.
+    """
+    unreadable = [p["pod"] for p in pods if not isinstance(p.get("json"), dict)]
+    readable = [p for p in pods if isinstance(p.get("json"), dict)]
+    mismatches = []
+    for field, words, level, value_of in AGREEMENT_FIELDS:
+        groups = {}
+        for pod in readable:
+            groups.setdefault(_hashable(value_of(pod["json"])), []).append(pod)
+        if len(groups) < 2:
+            continue
+        # The value of the most pods is taken as the expected one (ties: the
+        # better value); the others are the odd ones.
+        ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), _negated(_preference(item[0]))))
+        expected = ordered[0][0]
+        odd = [{"pod": p["pod"], "node": p.get("node"), "value": value} for value, members in ordered[1:]
+               for p in members]
+        odd = sorted(odd, key=lambda entry: _ordinal(entry["pod"]))
+        mismatches.append({"field": field, "level": level, "expected": expected, "odd": odd,
+                           "message": "%s: %s on %d pod(s), but %s" % (
+                               words, expected, len(readable) - len(odd),
+                               "; ".join("%s on %s (node %s)" % (entry["value"], entry["pod"], entry["node"])
+                                         for entry in odd))})
+    agree = not unreadable and not any(m["level"] == "fail" for m in mismatches)
+    return {"agree": agree, "mismatches": mismatches, "unreadable": unreadable}
+
+
+def _hashable(value):
+    """A hashable stand-in for a result value (None, numbers and strings as
+    they are)."""
+    return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
+
+
+def _negated(preference):
+    return tuple(-part for part in preference)
+
+
+def _ordinal(pod_name):
+    tail = pod_name.rsplit("-", 1)[-1]
+    return (int(tail), pod_name) if tail.isdigit() else (1 << 30, pod_name)

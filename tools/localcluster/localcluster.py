@@ -70,6 +70,7 @@ SHIMS_DIR = WORK / "shims"
 LOG_DIR = WORK / "logs"
 SYNC_PID = WORK / "podsync.pid"
 SYNC_PATH = WORK / "podsync.path"
+SYNC_CODE = WORK / "podsync.code"
 INVENTORY_VARS = ROOT / "inventories" / "local" / "group_vars" / "all"
 SNAPSHOTS_DIR = ROOT / "tests" / "fixtures" / "nodes"
 FILES_BIN = ROOT / "files" / "bin"
@@ -87,6 +88,8 @@ STORAGE_CLASS = "local-workspace"
 VOLUME_COUNT = 24
 ANNOTATION_PREFIX = "localcluster.mlinfra.io/"
 EXEC_MARK = ANNOTATION_PREFIX + "exec"
+# A pod whose volume or init container failed: left not Ready, not retried.
+FAILED_MARK = ANNOTATION_PREFIX + "failed"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
 NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
@@ -141,7 +144,7 @@ def inventory_nodes() -> list[dict]:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels, "annotations": annotations},
-            "spec": {"taints": [dict(t) for t in taints]},
+            "spec": {"taints": [dict(t) for t in taints], "unschedulable": bool(entry.get("unschedulable"))},
             "status": {
                 "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
                 "capacity": {k: str(v) for k, v in merged("capacity").items()},
@@ -585,22 +588,122 @@ def recycle_released_volumes(api: Api) -> None:
         api.merge_patch(f"/api/v1/persistentvolumes/{meta['name']}", {"spec": {"claimRef": None}})
 
 
-def volume_dir(api: Api, pod: dict, container: dict) -> Path | None:
-    """The directory of the claim mounted at the container's working
-    directory (/workspace), so a workspace outlives its pod as on a cluster."""
-    workdir = container.get("workingDir") or "/workspace"
-    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in container.get("volumeMounts") or []}
-    volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mounts.get(workdir.rstrip("/"))), None)
-    if not volume or "persistentVolumeClaim" not in volume:
-        return None
-    ns = pod["metadata"]["namespace"]
-    claim = api.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{volume['persistentVolumeClaim']['claimName']}")
+def claim_dir(api: Api, namespace: str, claim_name: str) -> Path | None:
+    """The directory of the volume bound to a claim (None while unbound)."""
+    claim = api.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim_name}")
     pv_name = claim["spec"].get("volumeName")
     if not pv_name:
         return None
     pv = api.get(f"/api/v1/persistentvolumes/{pv_name}")
     host_path = (pv["spec"].get("hostPath") or {}).get("path")
     return Path(host_path) if host_path else None
+
+
+class MountError(RuntimeError):
+    """A volume the kubelet could not mount (as its FailedMount event)."""
+
+
+def volume_host_dirs(api: Api, pod: dict, pdir: Path, snapshot: Path | None) -> dict[str, Path]:
+    """Where each of the pod's volumes lives on this machine: a claim is its
+    volume's directory (so a workspace outlives its pod, as on a cluster), an
+    emptyDir a directory of the pod, a ConfigMap a directory holding its keys
+    as files (what the kubelet projects), a hostPath the path in the node's
+    snapshot. Other kinds (secrets, projected tokens) are not provided."""
+    ns = pod["metadata"]["namespace"]
+    dirs = {}
+    for volume in pod["spec"].get("volumes") or []:
+        name = volume["name"]
+        own = pdir / "volumes" / name
+        if "persistentVolumeClaim" in volume:
+            path = claim_dir(api, ns, volume["persistentVolumeClaim"]["claimName"])
+            if path is None:
+                continue
+        elif "emptyDir" in volume:
+            own.mkdir(parents=True, exist_ok=True)
+            path = own
+        elif "configMap" in volume:
+            source = volume["configMap"]
+            try:
+                config_map = api.get(f"/api/v1/namespaces/{ns}/configmaps/{source['name']}")
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+                if source.get("optional"):
+                    continue
+                raise MountError(f'MountVolume.SetUp failed for volume "{name}": '
+                                 f'configmap "{source["name"]}" not found') from None
+            shutil.rmtree(own, ignore_errors=True)
+            own.mkdir(parents=True)
+            data = config_map.get("data") or {}
+            items = source.get("items") or [{"key": key, "path": key} for key in data]
+            for item in items:
+                if item["key"] not in data:
+                    continue
+                target = own / item["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(data[item["key"]])
+                target.chmod(item.get("mode", source.get("defaultMode", 0o644)))
+            path = own
+        elif "hostPath" in volume and snapshot is not None:
+            path = snapshot / volume["hostPath"]["path"].lstrip("/")
+            if not path.exists():
+                own.mkdir(parents=True, exist_ok=True)
+                path = own
+        else:
+            continue
+        dirs[name] = path
+    return dirs
+
+
+class ContainerView:
+    """A container's file system as far as its volume mounts go: a directory
+    with a link at each mount path to the volume's directory, and the mapping
+    of the container's absolute paths into it. A path is mapped when it lies
+    under a mount path (or leads to one, as /opt/mlinfra/plugins does to
+    /opt/mlinfra/plugins/module_utils); anything else (/bin/bash, python3) is
+    this machine's own."""
+
+    def __init__(self, root: Path, container: dict, volumes: dict[str, Path]) -> None:
+        self.root = root
+        self.mount_paths = []
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        for mount in sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"]):
+            host = volumes.get(mount["name"])
+            mount_path = "/" + mount["mountPath"].strip("/")
+            if host is None:
+                continue
+            if mount.get("subPath"):
+                host = host / mount["subPath"]
+                host.mkdir(parents=True, exist_ok=True)
+            link = root / mount_path.lstrip("/")
+            if any(mount_path.startswith(other + "/") for other in self.mount_paths):
+                continue  # a mount inside another mount: not represented
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(host)
+            self.mount_paths.append(mount_path)
+
+    def map(self, value: str) -> str:
+        if not value.startswith("/"):
+            return value
+        for mount_path in self.mount_paths:
+            if value == mount_path or value.startswith(mount_path + "/") or \
+                    mount_path.startswith(value.rstrip("/") + "/"):
+                return str(self.root) + value
+        return value
+
+    def directory(self, path: str | None) -> Path | None:
+        """The real directory behind a container path, if it is mapped."""
+        mapped = self.map(path or "")
+        return Path(mapped).resolve() if mapped != (path or "") else None
+
+    def shipped_file(self, volumes: dict[str, Path], configmap_volumes: set[str], path: str) -> bool:
+        """Whether a container path is a file of one of the pod's ConfigMap volumes."""
+        mapped = Path(self.map(path))
+        if mapped == Path(path) or not mapped.is_file():
+            return False
+        real = mapped.resolve()
+        return any(real.is_relative_to(volumes[name].resolve()) for name in configmap_volumes if name in volumes)
 
 
 def apply_nodes(api: Api, nodes: list[dict]) -> None:
@@ -628,8 +731,11 @@ def wait_nodes(api: Api, names: list[str], timeout: float) -> None:
             # Ready, and the node lifecycle controller has also lifted its
             # not-ready/unreachable taints (it does so a moment later), so
             # pods schedule as soon as this returns.
+            # node.kubernetes.io/unschedulable is the taint of a cordoned
+            # node, which is as the inventory wants it.
             lifecycle_taints = [t for t in node.get("spec", {}).get("taints") or []
-                                if t["key"].startswith("node.kubernetes.io/")]
+                                if t["key"].startswith("node.kubernetes.io/")
+                                and t["key"] != "node.kubernetes.io/unschedulable"]
             for cond in node.get("status", {}).get("conditions", []):
                 if cond["type"] == "Ready" and cond["status"] == "True" and not lifecycle_taints:
                     ready.add(node["metadata"]["name"])
@@ -747,9 +853,16 @@ def is_up() -> bool:
 # --------------------------------------------------------------------------
 
 def ensure_podsync() -> None:
+    # A pod sync started from an older version of this file is replaced, so
+    # `up` after a change of this file runs the changed code.
+    code = config_digest(Path(__file__).read_text())
     if podsync_pid():
-        return
+        if SYNC_CODE.exists() and SYNC_CODE.read_text() == code:
+            return
+        log("this file changed since the pod sync started: restarting it")
+        stop_podsync()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
+    SYNC_CODE.write_text(code)
     # The PATH exec'd commands get after the node's own directories.
     SYNC_PATH.write_text(base_path())
     with open(LOG_DIR / "podsync.log", "a") as out:
@@ -827,7 +940,9 @@ class PodSync:
         snapshot = snapshot_root(snapshot_name) if snapshot_name else None
 
         # The pod's own directory: workspace/ is its working directory (the
-        # /workspace of the real image), <container>.log its containers' logs.
+        # /workspace of the real image) unless a claim is mounted there,
+        # volumes/ its emptyDir and ConfigMap volumes, rootfs/<container>/ each
+        # container's view of its mounts, <container>.log its logs.
         pdir = self.pod_dir(pod)
         marker = pdir / ".uid"
         if not marker.exists() or marker.read_text() != meta["uid"]:
@@ -836,18 +951,21 @@ class PodSync:
             marker.write_text(meta["uid"])
         if snapshot:
             write_shims(snapshot)
+        try:
+            volumes = volume_host_dirs(self.api, pod, pdir, snapshot)
+        except MountError as err:
+            self.fail_pod(pod, "FailedMount", str(err))
+            return
+        configmap_volumes = {v["name"] for v in spec.get("volumes") or [] if "configMap" in v}
 
         path = [str(FILES_BIN), self.base_path]
         if snapshot:
             path.insert(0, str(snapshot / "usr" / "bin"))
-        containers = (spec.get("initContainers") or []) + spec["containers"]
         execs, logs = [], []
-        for container in containers:
+        init_names = {c["name"] for c in spec.get("initContainers") or []}
+        for container in (spec.get("initContainers") or []) + spec["containers"]:
             logfile = pdir / f"{container['name']}.log"
-            if not logfile.exists():
-                logfile.write_text(cri_log_line(
-                    f"[localcluster] container {container['name']} of pod {ns}/{name} started on node "
-                    f"{node_name} (kwok; snapshot {snapshot_name or 'none'}); nothing runs its command"))
+            view = ContainerView(pdir / "rootfs" / container["name"], container, volumes)
             ours = [
                 {"name": "HOSTNAME", "value": name},
                 {"name": "MLINFRA_NODE_NAME", "value": node_name},
@@ -858,11 +976,24 @@ class PodSync:
             ]
             if snapshot:
                 ours.append({"name": "MLINFRA_HOST_ROOT", "value": str(snapshot)})
-            # Ours come last: where both set a name, the last value wins.
-            workdir = volume_dir(self.api, pod, container) or pdir / "workspace"
+            # The container's paths (BASH_ENV=/run/mlinfra/nccl.env, ...) point
+            # into its volumes here; ours come last: where both set a name, the
+            # last value wins.
+            env = [{"name": var["name"], "value": view.map(var["value"])} for var in container_env(pod, container)]
+            env += ours
+            if container["name"] in init_names:
+                code = self.run_init_container(container, view, volumes, configmap_volumes, env, logfile)
+                if code:
+                    self.fail_pod(pod, "BackOff", f"init container {container['name']} exited with {code}; "
+                                                  f"kubectl logs {name} -c {container['name']} -n {ns}")
+                    return
+            elif not logfile.exists():
+                logfile.write_text(cri_log_line(
+                    f"[localcluster] container {container['name']} of pod {ns}/{name} started on node "
+                    f"{node_name} (kwok; snapshot {snapshot_name or 'none'}); nothing runs its command"))
+            workdir = view.directory(container.get("workingDir") or "/workspace") or pdir / "workspace"
             execs.append({"containers": [container["name"]],
-                          "local": {"workDir": str(workdir),
-                                    "envs": container_env(pod, container) + ours}})
+                          "local": {"workDir": str(workdir), "envs": env}})
             logs.append({"containers": [container["name"]], "logsFile": str(logfile), "follow": True})
 
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
@@ -879,11 +1010,58 @@ class PodSync:
         print(f"{time.strftime('%H:%M:%S')} configured {ns}/{name} on {node_name} "
               f"(snapshot {snapshot_name or 'none'})", flush=True)
 
+    def run_init_container(self, container: dict, view: ContainerView, volumes: dict[str, Path],
+                           configmap_volumes: set[str], env: list[dict], logfile: Path) -> int:
+        """Run an init container whose program is code the cluster shipped in
+        a ConfigMap volume (the collection's autodetect: `python3 <script>` or
+        the script itself), on this machine in its node's environment, and
+        return its exit code. Any other init container is taken as completed
+        without running: nothing here can run an image."""
+        argv = [view.map(arg) for arg in (container.get("command") or []) + (container.get("args") or [])]
+        original = (container.get("command") or []) + (container.get("args") or [])
+        program = next((index for index, arg in enumerate(original[:2])
+                        if view.shipped_file(volumes, configmap_volumes, arg)), None)
+        if program is None:
+            logfile.write_text(cri_log_line(f"[localcluster] init container {container['name']}: "
+                                            f"nothing runs its command; taken as completed"))
+            return 0
+        environ = {"HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8"}
+        environ.update((var["name"], var["value"]) for var in env)
+        workdir = view.directory(container.get("workingDir") or "/") or view.root
+        try:
+            done = subprocess.run(argv, env=environ, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=120)
+            code, output = done.returncode, done.stdout + done.stderr
+        except (OSError, subprocess.TimeoutExpired) as err:
+            code, output = 128, f"cannot run {argv[0]}: {err}"
+        with logfile.open("w") as log_out:
+            for line in output.splitlines():
+                log_out.write(cri_log_line(line))
+        return code
+
+    def fail_pod(self, pod: dict, reason: str, message: str) -> None:
+        """Leave the pod not Ready with a Warning event saying why, as a
+        kubelet does for a mount failure or a failing init container."""
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.api.request("POST", f"/api/v1/namespaces/{ns}/events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": name + ".", "namespace": ns},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns, "uid": meta["uid"]},
+            "type": "Warning", "reason": reason, "message": message,
+            "source": {"component": "kubelet", "host": pod["spec"]["nodeName"]},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        })
+        self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                             {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: reason}}})
+        print(f"{time.strftime('%H:%M:%S')} {ns}/{name}: {reason}: {message}", flush=True)
+
     def handle(self, pod: dict) -> None:
         meta = pod["metadata"]
         if not pod["spec"].get("nodeName") or meta.get("deletionTimestamp"):
             return
-        if EXEC_MARK in (meta.get("annotations") or {}):
+        if {EXEC_MARK, FAILED_MARK} & set(meta.get("annotations") or {}):
             return
         try:
             recycle_released_volumes(self.api)

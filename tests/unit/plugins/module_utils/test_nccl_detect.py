@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import compute_nccl_env, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import compare_pod_results, compute_nccl_env, \
     find_nccl_version, render_env_file
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
 
@@ -116,3 +116,62 @@ def test_find_nccl_version(tmp_path):
 def test_unknown_mode_is_refused(snapshot):
     with pytest.raises(ValueError, match="auto, rdma, tcp"):
         compute_nccl_env(gather_node_facts(snapshot("tcp-only"), topology=False), mode="roce")
+
+
+def pods_on(snapshot, *snapshot_names, **kwargs):
+    """One detection result per pod, pod i on a node recorded as the i-th snapshot."""
+    return [{"pod": "h-kim-%d" % index, "node": "node-%s" % name,
+             "json": compute_nccl_env(gather_node_facts(snapshot(name)), **kwargs)}
+            for index, name in enumerate(snapshot_names)]
+
+
+def test_pods_on_healthy_nodes_agree(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "healthy-roce-h100", "healthy-roce-h100", "infiniband-h100",
+                                             mode="rdma"))
+    assert comparison == {"agree": True, "mismatches": [], "unreadable": []}
+
+
+def test_a_port_down_makes_a_pod_disagree_on_the_rails(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "healthy-roce-h100", "port-down", "healthy-roce-h100",
+                                             mode="rdma"))
+    assert not comparison["agree"]
+    (mismatch,) = comparison["mismatches"]
+    assert mismatch["field"] == "rdma_ports" and mismatch["level"] == "fail" and mismatch["expected"] == 4
+    assert mismatch["odd"] == [{"pod": "h-kim-1", "node": "node-port-down", "value": 3}]
+    assert mismatch["message"] == "usable RDMA ports: 4 on 2 pod(s), but 3 on h-kim-1 (node node-port-down)"
+
+
+def test_missing_gpudirect_is_a_warning_only(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "no-peermem", "healthy-roce-h100", "healthy-roce-h100",
+                                             mode="rdma"))
+    assert comparison["agree"]
+    (mismatch,) = comparison["mismatches"]
+    assert (mismatch["field"], mismatch["level"], mismatch["expected"]) == ("gpudirect", "warn", True)
+    assert [entry["pod"] for entry in mismatch["odd"]] == ["h-kim-0"]
+
+
+def test_auto_mode_on_a_tcp_only_node_disagrees_on_transport(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "healthy-roce-h100", "tcp-only"))
+    fields = dict((m["field"], m) for m in comparison["mismatches"])
+    assert not comparison["agree"]
+    assert fields["transport"]["expected"] == "rdma"
+    assert fields["transport"]["odd"] == [{"pod": "h-kim-1", "node": "node-tcp-only", "value": "tcp"}]
+
+
+def test_tcp_mode_agrees_whatever_the_nics(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "healthy-roce-h100", "port-down", "tcp-only", mode="tcp"))
+    assert comparison["agree"] and comparison["mismatches"] == []
+
+
+def test_an_unreadable_pod_is_never_agreement(snapshot):
+    pods = pods_on(snapshot, "healthy-roce-h100", "healthy-roce-h100")
+    pods[1]["json"] = None
+    comparison = compare_pod_results(pods)
+    assert comparison == {"agree": False, "mismatches": [], "unreadable": ["h-kim-1"]}
+
+
+def test_on_a_tie_the_pod_that_lacks_something_is_named(snapshot):
+    comparison = compare_pod_results(pods_on(snapshot, "port-down", "no-peermem", mode="rdma"))
+    fields = dict((m["field"], m) for m in comparison["mismatches"])
+    assert (fields["rdma_ports"]["expected"], [o["pod"] for o in fields["rdma_ports"]["odd"]]) == (4, ["h-kim-0"])
+    assert (fields["gpudirect"]["expected"], [o["pod"] for o in fields["gpudirect"]["odd"]]) == (True, ["h-kim-1"])

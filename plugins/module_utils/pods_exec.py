@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""Run one command in many pods at once and collect what each returned.
+
+Used on the controller (it needs the kubernetes Python client, as
+kubernetes.core does), by the pods_exec module.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import yaml
+    from kubernetes import client as k8s_client
+    from kubernetes.client.rest import ApiException
+    from kubernetes.stream import stream
+    IMPORT_ERROR = None
+except ImportError as err:  # reported by the module, which names the fix
+    IMPORT_ERROR = err
+
+__metaclass__ = type
+
+
+def select_pods(core, namespace, label_selectors=None, names=None):
+    """The Running pods (not being deleted) of the namespace matching every
+    label selector, or the named ones, sorted by name."""
+    pods = core.list_namespaced_pod(namespace, label_selector=",".join(label_selectors or []) or None,
+                                    field_selector="status.phase=Running").items
+    if names:
+        pods = [pod for pod in pods if pod.metadata.name in names]
+    return sorted((pod for pod in pods if pod.metadata.deletion_timestamp is None), key=lambda pod: pod.metadata.name)
+
+
+def exit_code(status_text):
+    """The command's exit code from the exec stream's status channel
+    (the API server's metav1.Status), or (None, reason) when it has none,
+    such as a command that could not be started."""
+    status = yaml.safe_load(status_text) if status_text else None
+    if not isinstance(status, dict):
+        return None, "no exit status received"
+    if status.get("status") == "Success":
+        return 0, None
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message")), None
+            except (TypeError, ValueError):
+                break
+    return None, status.get("message") or "exec failed"
+
+
+def exec_in_pod(configuration, namespace, pod_name, container, command, timeout):
+    """Run the command in one pod; never raises. Each call has its own API
+    client: the kubernetes client's stream() swaps the request method of the
+    client it is given, which is not safe to share between threads."""
+    started = time.monotonic()
+    result = {"rc": None, "stdout": "", "stderr": "", "error": None}
+    api_client = k8s_client.ApiClient(configuration)
+    try:
+        core = k8s_client.CoreV1Api(api_client)
+        kwargs = {"container": container} if container else {}
+        resp = stream(core.connect_get_namespaced_pod_exec, pod_name, namespace, command=command,
+                      stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False, **kwargs)
+        stdout, stderr = [], []
+        deadline = started + timeout
+        while resp.is_open() and time.monotonic() < deadline:
+            resp.update(timeout=1)
+            if resp.peek_stdout():
+                stdout.append(resp.read_stdout())
+            if resp.peek_stderr():
+                stderr.append(resp.read_stderr())
+        result["stdout"], result["stderr"] = "".join(stdout), "".join(stderr)
+        if resp.is_open():
+            resp.close()
+            result["error"] = "no answer within %ss" % timeout
+        else:
+            result["rc"], result["error"] = exit_code(resp.read_channel(3))
+    except ApiException as err:
+        result["error"] = "%s %s" % (err.status, err.reason)
+    except Exception as err:  # pylint: disable=broad-except  # one pod's failure is that pod's result
+        result["error"] = str(err) or err.__class__.__name__
+    finally:
+        api_client.close()
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8, parse_json=False):
+    """Run the command in every pod, ``parallel`` at a time; one entry per
+    pod, in the order given, with its node."""
+    def one(pod):
+        entry = {"pod": pod.metadata.name, "node": pod.spec.node_name}
+        entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container, command,
+                                 timeout))
+        if parse_json:
+            entry["json"] = None
+            if entry["rc"] == 0:
+                try:
+                    entry["json"] = json.loads(entry["stdout"])
+                except ValueError as err:
+                    entry["error"] = "output is not JSON: %s" % err
+        return entry
+
+    if not pods:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(pods)))) as pool:
+        return list(pool.map(one, pods))

@@ -1,0 +1,52 @@
+"""The collection's filters, called as Ansible calls them (their FilterModule)."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mlinfra.multinode.plugins.filter.nccl_agreement import FilterModule as AgreementFilters
+from ansible_collections.mlinfra.multinode.plugins.filter.resources_short import FilterModule as ResourcesFilters
+from ansible_collections.mlinfra.multinode.plugins.filter.text_table import FilterModule as TableFilters
+
+text_table = TableFilters().filters()["text_table"]
+nccl_agreement = AgreementFilters().filters()["nccl_agreement"]
+resources_short = ResourcesFilters().filters()["resources_short"]
+
+
+def test_text_table_aligns_columns_and_shows_null_as_dash():
+    lines = text_table([["h-kim-0", "node-long-name", 4], ["h-kim-10", None, 3]], ["POD", "NODE", "PORTS"])
+    assert lines == [
+        "POD       NODE            PORTS",
+        "h-kim-0   node-long-name  4",
+        "h-kim-10  -               3",
+    ]
+
+
+def test_text_table_refuses_a_short_row():
+    with pytest.raises(AnsibleFilterError, match="every row needs 2 cells"):
+        text_table([["only-one"]], ["POD", "NODE"])
+
+
+def test_nccl_agreement_refuses_what_is_not_a_pod_list():
+    with pytest.raises(AnsibleFilterError, match="list of {pod, node, json}"):
+        nccl_agreement({"pod": "h-kim-0"})
+
+
+def test_nccl_agreement_names_the_odd_pod():
+    def result(transport, ports):
+        return {"transport": transport, "rdma_ports": [{"device": "mlx5_%d" % i} for i in range(ports)],
+                "gpus": 4, "gpudirect": True, "nccl_version": "2.21.5"}
+    comparison = nccl_agreement([{"pod": "p-0", "node": "a", "json": result("rdma", 4)},
+                                 {"pod": "p-1", "node": "b", "json": result("rdma", 4)},
+                                 {"pod": "p-2", "node": "c", "json": result("tcp", 4)}])
+    assert not comparison["agree"]
+    assert [(m["field"], [o["pod"] for o in m["odd"]]) for m in comparison["mismatches"]] == [
+        ("transport", ["p-2"]), ("rdma_ports", ["p-2"])]
+
+
+def test_resources_short_lists_what_a_node_lacks():
+    allocatable = {"nvidia.com/gpu": "4", "openshift.io/eno5np0rdma": "0"}
+    wanted = {"nvidia.com/gpu": 8, "openshift.io/eno5np0rdma": 1, "openshift.io/eno6np0rdma": 1}
+    assert resources_short(allocatable, wanted) == [
+        "nvidia.com/gpu (wants 8, has 4)", "openshift.io/eno5np0rdma (wants 1, has 0)",
+        "openshift.io/eno6np0rdma (wants 1, has 0)"]
+    assert resources_short(allocatable, {"nvidia.com/gpu": 4}) == []
