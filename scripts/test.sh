@@ -10,7 +10,8 @@
 #   lint          ansible-lint, production profile, offline, whole repository
 #   sanity        ansible-test sanity, ansible-core 2.21 (controller Python 3.12;
 #                 modules also compiled and imported on Python 3.9-3.13)
-#   molecule      molecule scenario extensions/molecule/default on this machine
+#   molecule      molecule scenarios extensions/molecule/default (this machine)
+#                 and deploy (the local cluster)
 #   oldest-core   ansible-core 2.20 (oldest in meta/runtime.yml): pytest (not
 #                 integration), ansible-test sanity, and the molecule converge
 #                 playbook run directly with ansible-playbook
@@ -50,9 +51,15 @@ stage_sanity() {
 }
 
 stage_molecule() {
-  # molecule runs from the collection root; it finds the scenario under
-  # extensions/molecule/ because galaxy.yml is there.
-  "$VENV/bin/molecule" test --scenario-name default
+  # molecule runs from the collection root; it finds the scenarios under
+  # extensions/molecule/ because galaxy.yml is there. default: a node module
+  # on this machine; deploy: the autodetect and statefulset roles on the
+  # local cluster.
+  local status=0 scenario
+  for scenario in default deploy; do
+    "$VENV/bin/molecule" test --scenario-name "$scenario" || status=1
+  done
+  return "$status"
 }
 
 stage_oldest_core() {

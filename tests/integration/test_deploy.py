@@ -1,11 +1,13 @@
 """deploy.yml, scale.yml and teardown.yml run by ansible-playbook against the
 local cluster (real API server, scheduler and controllers; kwok kubelets)."""
 
+import contextlib
+import json
 import time
 import uuid
 
 import pytest
-from ansible_cli import run_playbook
+from ansible_cli import run_module, run_playbook
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -13,6 +15,8 @@ pytestmark = pytest.mark.integration
 APP = "h-kim"
 GPU_NODES = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr", "moc-r4pcc04u12-nairr",
              "moc-r4pcc04u16-nairr", "moc-r4pcc04u25-nairr", "moc-r4pcc04u36-nairr"]
+# Recorded with a port down, and cordoned in the local inventory for that.
+RAIL_DOWN_NODE = "moc-r4pcc04u36-nairr"
 
 
 @pytest.fixture
@@ -51,6 +55,25 @@ def namespace_exists(api_client, namespace):
         return False
 
 
+@contextlib.contextmanager
+def uncordoned(api_client, node):
+    """The node takes pods for the duration, and is cordoned again afterwards."""
+    core = client.CoreV1Api(api_client)
+    core.patch_node(node, {"spec": {"unschedulable": False}})
+    try:
+        yield node
+    finally:
+        core.patch_node(node, {"spec": {"unschedulable": True}})
+
+
+def exec_json(api_client, namespace, pod, command):
+    """Run a command in the pod's trainer container and parse its output as JSON."""
+    from kubernetes.stream import stream
+    out = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, pod, namespace,
+                 container="trainer", command=command, stdout=True, stderr=True, stdin=False, tty=False)
+    return json.loads(out)
+
+
 def wait_gone(api_client, namespace, timeout=60):
     deadline = time.monotonic() + timeout
     while pods(api_client, namespace) and time.monotonic() < deadline:
@@ -80,6 +103,16 @@ def test_deploy_from_nothing_then_nothing_changes(api_client, deploy_ns):
     assert sts.spec.persistent_volume_claim_retention_policy.when_deleted == "Retain"
     headless = client.CoreV1Api(api_client).read_namespaced_service(APP + "-headless", deploy_ns)
     assert headless.spec.cluster_ip == "None" and headless.spec.publish_not_ready_addresses is True
+    # The init container ran the shipped detection on each pod's node; the
+    # play read its result back from every pod and found them agreeing.
+    for pod in running:
+        detected = exec_json(api_client, deploy_ns, pod.metadata.name, ["sh", "-c", 'cat "$MLINFRA_RUN_DIR/nccl.json"'])
+        assert detected["transport"] == "rdma" and len(detected["rdma_ports"]) == 4 and detected["gpus"] == 4
+    (report,) = first.results("Report what each pod detected")
+    assert [item["msg"].split(":")[0] for item in report["results"]] == [
+        "%s on %s" % (pod.metadata.name, pod.spec.node_name) for pod in running]
+    (agreement,) = first.results("Check that the pods agree")
+    assert not agreement.get("failed") and not agreement.get("skipped")
 
     second = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns})
     assert not second.failed, second.failure_messages()
@@ -93,8 +126,67 @@ def test_check_mode_on_a_fresh_namespace_creates_nothing(api_client, deploy_ns):
     assert not namespace_exists(api_client, deploy_ns)  # ... and does none of it
 
 
-def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
+def test_pods_that_disagree_on_the_rails_fail_the_deploy_naming_the_node(api_client, deploy_ns):
+    with uncordoned(api_client, RAIL_DOWN_NODE):
+        run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns,
+                                                   "cluster_gpu_nodes": [GPU_NODES[0], RAIL_DOWN_NODE]})
+    assert run.failed
+    messages = " ".join(run.failure_messages())
+    assert "disagree on usable RDMA ports: 4 on 1 pod(s), but 3 on" in messages, messages
+    assert "(node %s)" % RAIL_DOWN_NODE in messages and "verify-rdma.yml" in messages
+    # status.yml shows the same, and fails for nothing.
+    status = run_playbook("status.yml", "local", {"cluster_namespace": deploy_ns})
+    assert not status.failed, status.failure_messages()
+    (table,) = status.results("Show the table")
+    assert any(line.startswith("pods differ: usable RDMA ports") for line in table["msg"])
+
+
+def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy_ns):
     ns = {"cluster_namespace": deploy_ns}
+    before = run_playbook("status.yml", "local", ns)
+    assert not before.failed, before.failure_messages()
+    assert before.results("Show the table")[0]["msg"][0].endswith("not deployed (ansible-playbook playbooks/deploy.yml "
+                                                                 "-i inventories/local)")
+    assert not run_playbook("deploy.yml", "local", ns).failed
+    status = run_playbook("status.yml", "local", ns)
+    assert not status.failed and status.changed == 0
+    lines = status.results("Show the table")[0]["msg"]
+    assert lines[0] == "StatefulSet %s/%s: 2 of 2 pod(s) Ready" % (deploy_ns, APP)
+    assert lines[1].split() == ["POD", "NODE", "STATE", "IMAGE", "TRANSPORT", "RDMA-PORTS", "GPUS", "GPUDIRECT"]
+    for line, pod in zip(lines[2:4], pods(api_client, deploy_ns)):
+        cells = line.split()
+        assert cells[:4] == [pod.metadata.name, pod.spec.node_name, "Running/Ready", "registry.local/mlinfra/trainer:0.1.0"]
+        assert cells[4:7] == ["rdma", "4", "4"]
+    assert lines[4].startswith(APP + "-0: ") and "NCCL_SOCKET_IFNAME==eth0" in lines[4]
+    assert "workspace claims: workspace-%s-0, workspace-%s-1" % (APP, APP) in lines
+
+
+def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_client, deploy_ns):
+    assert not run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns}).failed
+    args = {"kubeconfig": str(localcluster.KUBECONFIG), "namespace": deploy_ns,
+            "label_selectors": ["app.kubernetes.io/name=" + APP], "container": "trainer"}
+    nodes = run_module("pods_exec", dict(args, command=["sh", "-c", 'echo "{\\"node\\": \\"$MLINFRA_NODE_NAME\\"}"'],
+                                         parse_json=True), check=True)
+    assert not nodes.get("failed") and not nodes["changed"] and nodes["failed_pods"] == []
+    assert [(p["pod"], p["json"]["node"]) for p in nodes["pods"]] == [
+        (p.metadata.name, p.spec.node_name) for p in pods(api_client, deploy_ns)]
+    exit3 = run_module("pods_exec", dict(args, command=["sh", "-c", "echo half >&2; exit 3"]))
+    assert not exit3.get("failed") and [p["rc"] for p in exit3["pods"]] == [3, 3]
+    assert exit3["pods"][0]["stderr"] == "half\n" and exit3["failed_pods"] == [APP + "-0", APP + "-1"]
+    missing = run_module("pods_exec", dict(args, command=["no-such-program"], fail_on_error=True))
+    assert missing["failed"] and missing["pods"][0]["rc"] is None and missing["pods"][0]["error"]
+    assert missing["msg"].startswith("the command failed in 2 of 2 pod(s): %s-0: " % APP)
+
+
+def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
+    # Six pods need all six nodes, the cordoned one too; in tcp mode its
+    # down port does not matter.
+    with uncordoned(api_client, RAIL_DOWN_NODE):
+        _scale_up_to_zero_and_back(api_client, {"cluster_namespace": deploy_ns, "cluster_network_mode": "tcp"})
+
+
+def _scale_up_to_zero_and_back(api_client, ns):
+    deploy_ns = ns["cluster_namespace"]
     assert not run_playbook("deploy.yml", "local", ns).failed
     before = claims(api_client, deploy_ns)
 
@@ -136,6 +228,7 @@ def test_teardown_keeps_the_workspaces_unless_purged(api_client, deploy_ns):
     ({"replicas": -1}, "replicas must be a whole number from 0 to 6"),
     ({"replicas": "six"}, "replicas"),
     ({"replicas": 7}, "replicas=7 but only 6 cluster_gpu_nodes are named"),
+    ({"replicas": 6}, "only 5 of the cluster_gpu_nodes take pods: moc-r4pcc04u36-nairr is cordoned"),
     ({"cluster_network_mode": "infiniband"}, "cluster_network_mode"),
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
     ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4)"),
