@@ -141,6 +141,22 @@ def test_pods_that_disagree_on_the_rails_fail_the_deploy_naming_the_node(api_cli
     assert any(line.startswith("pods differ: usable RDMA ports") for line in table["msg"])
 
 
+def test_vfs_the_sriov_role_has_made_are_checked_before_any_pod(api_client, deploy_ns):
+    """In sriov mode the operator makes the NICs' resources after the sriov
+    role's policies, so they are required only before the StatefulSet."""
+    nics = [{"name": "eno%dnp0-network" % n, "resource": "openshift.io/eno%dnp0rdma" % n, "pf": "eno%dnp0" % n,
+             "netdev": "net%d" % (n - 4)} for n in (5, 6, 7, 8)]
+    nics[0]["resource"] = "openshift.io/notmade"
+    run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns, "cluster_rdma_nics": nics})
+    assert run.failed
+    messages = " ".join(run.failure_messages())
+    assert "cannot host a pod: openshift.io/notmade (wants 1, has 0)" in messages, messages
+    policies = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "sriovnetwork.openshift.io", "v1", "openshift-sriov-network-operator", "sriovnetworknodepolicies")["items"]
+    assert "notmade" in [p["spec"]["resourceName"] for p in policies]  # it got that far ...
+    assert client.AppsV1Api(api_client).list_namespaced_stateful_set(deploy_ns).items == []  # ... and no further
+
+
 def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy_ns):
     ns = {"cluster_namespace": deploy_ns}
     before = run_playbook("status.yml", "local", ns)
@@ -233,6 +249,10 @@ def test_teardown_keeps_the_workspaces_unless_purged(api_client, deploy_ns):
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
     ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4)"),
     ({"cluster_storage_size": "lots"}, "cluster_storage_size must be a Kubernetes quantity"),
+    # macvlan: no operator makes these resources, so they must be there already.
+    ({"cluster_rdma_network_type": "macvlan", "cluster_rdma_nics": [
+        {"name": "rdma-a", "resource": "example.com/not-offered", "pf": "eno5np0", "netdev": "net1"}]},
+     "example.com/not-offered (wants 1, has 0)"),
 ])
 def test_bad_input_fails_before_anything_is_created(api_client, deploy_ns, extra, words):
     run = run_playbook("deploy.yml", "local", dict(extra, cluster_namespace=deploy_ns))

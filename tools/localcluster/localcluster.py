@@ -47,6 +47,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -88,7 +89,7 @@ STORAGE_CLASS = "local-workspace"
 VOLUME_COUNT = 24
 ANNOTATION_PREFIX = "localcluster.mlinfra.io/"
 EXEC_MARK = ANNOTATION_PREFIX + "exec"
-# A pod whose volume or init container failed: left not Ready, not retried.
+# A pod whose init container failed: left not Ready, not retried.
 FAILED_MARK = ANNOTATION_PREFIX + "failed"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
 NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
@@ -922,8 +923,14 @@ def container_env(pod: dict, container: dict) -> list[dict]:
 
 
 class PodSync:
+    # How often a pod whose volume could not be mounted is tried again (a
+    # kubelet retries too: the ConfigMap may be created after the pod).
+    MOUNT_RETRY_SECONDS = 2.0
+
     def __init__(self) -> None:
         self.api = Api()
+        self.lock = threading.Lock()
+        self.waiting_for_mounts: dict[str, tuple[str, str]] = {}
         try:
             self.base_path = SYNC_PATH.read_text().strip()
         except OSError:
@@ -954,8 +961,11 @@ class PodSync:
         try:
             volumes = volume_host_dirs(self.api, pod, pdir, snapshot)
         except MountError as err:
-            self.fail_pod(pod, "FailedMount", str(err))
+            if meta["uid"] not in self.waiting_for_mounts:
+                self.warn(pod, "FailedMount", str(err))
+                self.waiting_for_mounts[meta["uid"]] = (ns, name)
             return
+        self.waiting_for_mounts.pop(meta["uid"], None)
         configmap_volumes = {v["name"] for v in spec.get("volumes") or [] if "configMap" in v}
 
         path = [str(FILES_BIN), self.base_path]
@@ -984,8 +994,10 @@ class PodSync:
             if container["name"] in init_names:
                 code = self.run_init_container(container, view, volumes, configmap_volumes, env, logfile)
                 if code:
-                    self.fail_pod(pod, "BackOff", f"init container {container['name']} exited with {code}; "
-                                                  f"kubectl logs {name} -c {container['name']} -n {ns}")
+                    self.warn(pod, "BackOff", f"init container {container['name']} exited with {code}; "
+                                              f"kubectl logs {name} -c {container['name']} -n {ns}")
+                    self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                         {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: "BackOff"}}})
                     return
             elif not logfile.exists():
                 logfile.write_text(cri_log_line(
@@ -1039,9 +1051,9 @@ class PodSync:
                 log_out.write(cri_log_line(line))
         return code
 
-    def fail_pod(self, pod: dict, reason: str, message: str) -> None:
-        """Leave the pod not Ready with a Warning event saying why, as a
-        kubelet does for a mount failure or a failing init container."""
+    def warn(self, pod: dict, reason: str, message: str) -> None:
+        """A Warning event on the pod, as a kubelet reports a mount failure or
+        a failing init container (the pod stays not Ready)."""
         meta = pod["metadata"]
         ns, name = meta["namespace"], meta["name"]
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -1053,11 +1065,13 @@ class PodSync:
             "source": {"component": "kubelet", "host": pod["spec"]["nodeName"]},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         })
-        self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
-                             {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: reason}}})
         print(f"{time.strftime('%H:%M:%S')} {ns}/{name}: {reason}: {message}", flush=True)
 
     def handle(self, pod: dict) -> None:
+        with self.lock:
+            self._handle(pod)
+
+    def _handle(self, pod: dict) -> None:
         meta = pod["metadata"]
         if not pod["spec"].get("nodeName") or meta.get("deletionTimestamp"):
             return
@@ -1078,7 +1092,28 @@ class PodSync:
         except OSError:
             pass
 
+    def retry_mounts(self) -> None:
+        while True:
+            time.sleep(self.MOUNT_RETRY_SECONDS)
+            for uid, (ns, name) in list(self.waiting_for_mounts.items()):
+                try:
+                    pod = self.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+                except ApiError as err:
+                    if err.code == 404:
+                        self.waiting_for_mounts.pop(uid, None)
+                    continue
+                except (OSError, urllib.error.URLError, ValueError):
+                    continue
+                if pod["metadata"]["uid"] != uid:
+                    self.waiting_for_mounts.pop(uid, None)
+                    continue
+                try:
+                    self.handle(pod)
+                except (OSError, urllib.error.URLError, ApiError, ValueError) as err:
+                    print(f"{time.strftime('%H:%M:%S')} pod sync: {ns}/{name}: {err}; retrying", flush=True)
+
     def run(self) -> None:
+        threading.Thread(target=self.retry_mounts, name="mount-retry", daemon=True).start()
         while CLUSTER_DIR.exists():
             try:
                 pods = self.api.get("/api/v1/pods")
