@@ -2,7 +2,12 @@
 (barcelona, moc, oke) the local cluster's API server accepts every manifest in
 a server-side dry run (its CRDs carry the SR-IOV, Multus and OpenShift
 schemas). The namespaces themselves are created for real (a namespaced dry
-run needs its namespace) and deleted afterwards."""
+run needs its namespace; the SR-IOV operator's one included) and deleted
+afterwards."""
+
+import json
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -12,10 +17,13 @@ from kubernetes import client, dynamic
 pytestmark = pytest.mark.integration
 
 FIELD_MANAGER = "mlinfra-render-test"
+ROOT = Path(__file__).resolve().parents[2]
+# One file per role, written even when the role has nothing to apply.
+FILES = ["autodetect", "image", "sriov", "statefulset"]
 
 
-def render(inventory, directory):
-    run = run_playbook("render.yml", inventory, {"render_dir": str(directory)})
+def render(inventory, directory, extra=None):
+    run = run_playbook("render.yml", inventory, dict(extra or {}, render_dir=str(directory)))
     assert not run.failed, run.failure_messages() or run.stderr
     documents = {}
     for path in sorted(directory.glob("*.yaml")):
@@ -39,25 +47,42 @@ def dyn(api_client):
 def real_namespaces(api_client):
     """Creates the namespaces a test asks for; deletes those it created."""
     core = client.CoreV1Api(api_client)
-    created = []
+    created, ready = [], set()
 
     def ensure(name):
-        try:
-            core.read_namespace(name)
-        except client.ApiException as err:
-            assert err.status == 404
-            core.create_namespace({"metadata": {"name": name}})
-            created.append(name)
+        deadline = time.monotonic() + 120
+        while name not in ready:
+            try:
+                namespace = core.read_namespace(name)
+            except client.ApiException as err:
+                assert err.status == 404
+                core.create_namespace({"metadata": {"name": name}})
+                created.append(name)
+                ready.add(name)
+                continue
+            if namespace.metadata.deletion_timestamp is None:
+                ready.add(name)
+                continue
+            # Deleted by an earlier test (barcelona and moc share the SR-IOV
+            # operator's namespace) and not gone yet: a namespace that is
+            # terminating takes no objects, not even in a dry run.
+            assert time.monotonic() < deadline, "namespace %s is still terminating" % name
+            time.sleep(1)
 
     yield ensure
     for name in created:
         core.delete_namespace(name)
 
 
-@pytest.mark.parametrize("inventory", ["barcelona", "moc", "oke"])
-def test_every_manifest_of_the_inventory_is_accepted(dyn, real_namespaces, tmp_path, inventory):
-    documents = render(inventory, tmp_path)
-    assert {"autodetect", "statefulset"} <= set(documents)
+@pytest.mark.parametrize("inventory, extra", [
+    ("barcelona", {}),
+    ("moc", {}),
+    ("oke", {}),
+    ("moc", {"cluster_rdma_network_type": "macvlan"}),
+], ids=["barcelona", "moc", "oke", "moc-macvlan"])
+def test_every_manifest_of_the_inventory_is_accepted(dyn, real_namespaces, tmp_path, inventory, extra):
+    documents = render(inventory, tmp_path, extra)
+    assert sorted(documents) == FILES
     everything = [doc for docs in documents.values() for doc in docs]
     for doc in everything:
         if doc["kind"] == "Namespace":
@@ -69,10 +94,41 @@ def test_every_manifest_of_the_inventory_is_accepted(dyn, real_namespaces, tmp_p
     kinds = {doc["kind"] for doc in everything}
     assert {"StatefulSet", "Service", "ServiceAccount", "ConfigMap"} <= kinds
     statefulset = next(doc for doc in everything if doc["kind"] == "StatefulSet")
+    namespace = statefulset["metadata"]["namespace"]
     if inventory == "oke":
         assert statefulset["spec"]["template"]["spec"]["hostNetwork"] is True
+        # Host networking attaches nothing, and Kubernetes runs a prebuilt image.
+        assert documents["sriov"] == [] and documents["image"] == []
+        assert (tmp_path / "sriov.yaml").read_text() == "" and (tmp_path / "image.yaml").read_text() == ""
+        return
+
+    attached = json.loads(statefulset["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+    nics = [network["name"] for network in attached]
+    if extra.get("cluster_rdma_network_type") == "macvlan":
+        assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in documents["sriov"]] == [
+            ("NetworkAttachmentDefinition", nic, namespace) for nic in nics]
+        assert {json.loads(d["spec"]["config"])["type"] for d in documents["sriov"]} == {"macvlan"}
     else:
-        assert "k8s.v1.cni.cncf.io/networks" in statefulset["spec"]["template"]["metadata"]["annotations"]
+        # The policies, then the networks the pods attach to by name, in
+        # the operator's namespace, each serving the pods' namespace.
+        assert [(d["kind"], d["metadata"]["name"]) for d in documents["sriov"]] == (
+            [("SriovNetworkNodePolicy", nic) for nic in nics] + [("SriovNetwork", nic) for nic in nics])
+        assert {d["metadata"]["namespace"] for d in documents["sriov"]} == {"openshift-sriov-network-operator"}
+        assert {d["spec"]["networkNamespace"] for d in documents["sriov"] if d["kind"] == "SriovNetwork"} == {namespace}
+
+    # The build pushes to the image the pods run, from the Containerfile,
+    # with the autodetect ConfigMaps as its context. The Build itself is not
+    # rendered (roles/image/tasks/manifests.yml says why).
+    assert [d["kind"] for d in documents["image"]] == ["ImageStream", "BuildConfig"]
+    stream, buildconfig = documents["image"]
+    image = statefulset["spec"]["template"]["spec"]["containers"][0]["image"]
+    registry_namespace, name_and_tag = image.split("/")[-2:]
+    assert stream["metadata"]["namespace"] == buildconfig["metadata"]["namespace"] == registry_namespace == namespace
+    assert buildconfig["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": name_and_tag}
+    assert stream["metadata"]["name"] == name_and_tag.split(":")[0]
+    assert buildconfig["spec"]["source"]["dockerfile"] == (ROOT / "files" / "Containerfile").read_text()
+    assert [c["configMap"]["name"] for c in buildconfig["spec"]["source"]["configMaps"]] == [
+        d["metadata"]["name"] for d in documents["autodetect"]]
 
 
 def test_the_dry_run_does_reject_a_wrong_manifest(dyn, real_namespaces, tmp_path):
@@ -91,3 +147,17 @@ def test_render_needs_no_cluster_but_still_validates_the_inventory(tmp_path):
     assert run.failed
     assert "cluster_network_mode" in " ".join(run.failure_messages())
     assert not list(tmp_path.iterdir())
+
+
+def test_rendering_twice_writes_the_same_files(tmp_path):
+    """Render is deterministic: a second render of an unchanged inventory
+    differs in no byte, so a diff of two renders shows only real changes."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory in (first, second):
+        run = run_playbook("render.yml", "moc", {"render_dir": str(directory)})
+        assert not run.failed, run.failure_messages() or run.stderr
+    assert sorted(p.name for p in first.iterdir()) == sorted(p.name for p in second.iterdir()) == [
+        name + ".yaml" for name in FILES]
+    for path in sorted(first.iterdir()):
+        assert path.read_bytes() == (second / path.name).read_bytes(), path.name
+        assert path.stat().st_size > 0, path.name
