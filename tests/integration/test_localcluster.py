@@ -32,6 +32,8 @@ GPU_NODES = {
     "moc-r4pcc04u36-nairr": "port-down",
 }
 INFRA_NODE = "moc-infra-worker-1"
+# Cordoned in the inventory (a port down).
+CORDONED_NODE = "moc-r4pcc04u36-nairr"
 FIRST_TWO = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 TIMEOUT = 60
@@ -140,7 +142,14 @@ def test_nodes_come_from_the_inventory(api_client):
         assert labels["feature.node.kubernetes.io/rdma.capable"] == "true"
         assert alloc["nvidia.com/gpu"] == "4"
         assert {alloc[f"openshift.io/eno{i}np0rdma"] for i in (5, 6, 7, 8)} == {"8"}
-        assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [("nvidia.com/gpu", "present", "NoSchedule")]
+        taints = [(t.key, t.value, t.effect) for t in node.spec.taints]
+        if name == CORDONED_NODE:
+            assert node.spec.unschedulable is True
+            assert sorted(taints) == [("node.kubernetes.io/unschedulable", None, "NoSchedule"),
+                                      ("nvidia.com/gpu", "present", "NoSchedule")]
+        else:
+            assert not node.spec.unschedulable
+            assert taints == [("nvidia.com/gpu", "present", "NoSchedule")]
         assert node.metadata.annotations["localcluster.mlinfra.io/snapshot"] == snapshot
     infra = nodes[INFRA_NODE]
     assert "nvidia.com/gpu" not in infra.status.allocatable
@@ -188,7 +197,15 @@ def test_statefulset_pods_run_on_the_named_nodes(trainer):
         assert pod.status.host_ip == "127.0.0.1" and pod.status.pod_ip
 
 
-def test_scale_up_lands_on_the_other_gpu_nodes_then_back(api_client, namespace, trainer):
+@pytest.fixture
+def all_gpu_nodes_schedulable(api_client):
+    core = client.CoreV1Api(api_client)
+    core.patch_node(CORDONED_NODE, {"spec": {"unschedulable": False}})
+    yield
+    core.patch_node(CORDONED_NODE, {"spec": {"unschedulable": True}})
+
+
+def test_scale_up_lands_on_the_other_gpu_nodes_then_back(api_client, namespace, trainer, all_gpu_nodes_schedulable):
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     before = {p.metadata.name: p.spec.node_name for p in trainer}
     # New pods may go to any GPU node; the two running ones stay where they are.
@@ -275,6 +292,81 @@ def test_exec_non_zero_exit_code_comes_back_through_the_api(api_client, namespac
     # And success is a plain Success.
     status = exec_in(api_client, pod, namespace, ["true"])[2]
     assert status["status"] == "Success"
+
+
+SHIPPED_SCRIPT = """
+import json, os, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+with open(out, "w") as handle:
+    json.dump({"node": os.environ["MLINFRA_NODE_NAME"], "root": os.environ["MLINFRA_HOST_ROOT"],
+               "out": out}, handle)
+print("wrote", out)
+sys.exit(int(os.environ.get("EXIT_CODE", "0")))
+"""
+
+
+def pod_with_shipped_init(name, config_map, exit_code=0):
+    """A pod whose init container runs a script from a ConfigMap volume and
+    writes into an emptyDir the main container also mounts, as the
+    statefulset role's autodetect init container does."""
+    mounts = [{"name": "run", "mountPath": "/run/demo"}, {"name": "code", "mountPath": "/opt/demo/bin"}]
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "nodeName": FIRST_TWO[0],
+            "tolerations": [GPU_TOLERATION],
+            "terminationGracePeriodSeconds": 1,
+            "initContainers": [{"name": "detect", "image": "registry.example/demo:1",
+                                "command": ["python3", "/opt/demo/bin/detect.py"],
+                                "args": ["--out", "/run/demo/result.json"],
+                                "env": [{"name": "EXIT_CODE", "value": str(exit_code)}],
+                                "volumeMounts": mounts}],
+            "containers": [{"name": "main", "image": "registry.example/demo:1", "command": ["sleep", "infinity"],
+                            "env": [{"name": "RESULT_DIR", "value": "/run/demo"}], "volumeMounts": mounts}],
+            "volumes": [{"name": "run", "emptyDir": {}},
+                        {"name": "code", "configMap": {"name": config_map, "defaultMode": 0o755}}],
+        },
+    }
+
+
+def warnings_of(core, namespace, pod):
+    return [e for e in core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}").items
+            if e.type == "Warning"]
+
+
+def test_an_init_container_shipped_in_a_config_map_runs_on_the_pods_node(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    # The pod comes first: its ConfigMap is missing, and is retried as a
+    # kubelet would once it exists.
+    core.create_namespaced_pod(namespace, pod_with_shipped_init("shipped", "demo-code"))
+    event = wait_for("a FailedMount warning", lambda: [e for e in warnings_of(core, namespace, "shipped")
+                                                       if e.reason == "FailedMount"])
+    assert 'configmap "demo-code" not found' in event[0].message
+    assert not is_ready(core.read_namespaced_pod("shipped", namespace))
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "demo-code"},
+                                                  "data": {"detect.py": SHIPPED_SCRIPT}})
+    wait_for("the pod to be Ready", lambda: is_ready(core.read_namespaced_pod("shipped", namespace)))
+    # What the init container wrote is in the emptyDir the main container
+    # sees; its paths are mapped there in the main container's environment.
+    out, err, status = exec_in(api_client, "shipped", namespace, ["sh", "-c", 'cat "$RESULT_DIR/result.json"'])
+    assert status["status"] == "Success", (out, err)
+    result = json.loads(out)
+    assert result["node"] == FIRST_TWO[0]
+    assert result["root"] == str(SNAPSHOTS / GPU_NODES[FIRST_TWO[0]])
+    log = core.read_namespaced_pod_log("shipped", namespace, container="detect")
+    assert log.strip().startswith("wrote ") and log.strip().endswith("/run/demo/result.json")
+
+
+def test_a_failing_shipped_init_container_leaves_the_pod_not_ready(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "demo-fail"},
+                                                  "data": {"detect.py": SHIPPED_SCRIPT}})
+    core.create_namespaced_pod(namespace, pod_with_shipped_init("failing", "demo-fail", exit_code=3))
+    event = wait_for("a BackOff warning", lambda: [e for e in warnings_of(core, namespace, "failing")
+                                                   if e.reason == "BackOff"])
+    assert "init container detect exited with 3" in event[0].message
+    time.sleep(1)
+    assert not is_ready(core.read_namespaced_pod("failing", namespace))
 
 
 def test_pod_logs_come_through_the_api(api_client, namespace, trainer):
