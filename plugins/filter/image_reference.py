@@ -97,7 +97,7 @@ def _parse(text):
         return "it is empty"
     if text != text.strip() or any(c.isspace() for c in text):
         return "it contains white space"
-    name, _, digest = text.partition("@")
+    name, dummy, digest = text.partition("@")
     if digest and not _DIGEST.match(digest):
         return "the digest '%s' is not algorithm:hex (for example sha256:<64 hex digits>)" % digest
     # A ':' after the last '/' starts the tag; one before it is a registry port.

@@ -67,8 +67,10 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Runs the command in check mode too; give it only commands that read.
     support: full
   diff_mode:
+    description: Nothing to show as a diff; the module changes nothing.
     support: none
 requirements:
   - kubernetes >= 24.2.0

@@ -161,8 +161,8 @@ def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy
     ns = {"cluster_namespace": deploy_ns}
     before = run_playbook("status.yml", "local", ns)
     assert not before.failed, before.failure_messages()
-    assert before.results("Show the table")[0]["msg"][0].endswith("not deployed (ansible-playbook playbooks/deploy.yml "
-                                                                 "-i inventories/local)")
+    first_line = before.results("Show the table")[0]["msg"][0]
+    assert first_line.endswith("not deployed (ansible-playbook playbooks/deploy.yml -i inventories/local)")
     assert not run_playbook("deploy.yml", "local", ns).failed
     status = run_playbook("status.yml", "local", ns)
     assert not status.failed and status.changed == 0

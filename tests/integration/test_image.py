@@ -170,8 +170,9 @@ def test_a_failed_build_fails_the_play_with_its_reason_and_log_command(api_clien
     assert run.failed
     messages = " ".join(run.failure_messages())
     name = build["metadata"]["name"]
-    for words in ("build %s of %s ended Failed, DockerBuildFailed: Docker build strategy has failed." % (
-                      name, extra["cluster_image"]),
+    ended = "build %s of %s ended Failed, DockerBuildFailed: Docker build strategy has failed." % (
+        name, extra["cluster_image"])
+    for words in (ended,
                   "last log lines: E: Unable to locate package perftest",
                   "logs: oc logs build/%s -n %s" % (name, image_ns),
                   "-e image_build_retry=true"):

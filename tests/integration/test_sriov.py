@@ -30,7 +30,7 @@ NICS = {"eno5np0-network": ("eno5np0rdma", "eno5np0", "192.168.105.0/24"),
         "eno6np0-network": ("eno6np0rdma", "eno6np0", "192.168.106.0/24"),
         "eno7np0-network": ("eno7np0rdma", "eno7np0", "192.168.107.0/24"),
         "eno8np0-network": ("eno8np0rdma", "eno8np0", "192.168.108.0/24")}
-PFS = [pf for _, pf, _ in NICS.values()]
+PFS = [pf for dummy, pf, dummy in NICS.values()]
 
 
 class Deployment:
@@ -121,7 +121,7 @@ def test_policies_and_networks_are_created_then_nothing_changes(deployment):
 
     policies = deployment.objects("sriovnetworknodepolicies")
     assert sorted(policies) == sorted(NICS)
-    for name, (resource, pf, _) in NICS.items():
+    for name, (resource, pf, dummy) in NICS.items():
         policy = policies[name]
         assert policy["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "mlinfra.multinode",
                                                 "app.kubernetes.io/part-of": "local"}
@@ -132,7 +132,7 @@ def test_policies_and_networks_are_created_then_nothing_changes(deployment):
 
     networks = deployment.objects("sriovnetworks")
     assert sorted(networks) == sorted(NICS)
-    for name, (resource, _, cidr) in NICS.items():
+    for name, (resource, dummy, cidr) in NICS.items():
         spec = networks[name]["spec"]
         assert spec["networkNamespace"] == deployment.namespace and spec["resourceName"] == resource
         assert json.loads(spec["ipam"]) == {"type": "whereabouts", "range": cidr}

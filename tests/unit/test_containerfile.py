@@ -26,7 +26,7 @@ def instructions(text):
         if current.endswith("\\"):
             current = current[:-1] + " "
             continue
-        keyword, _, arguments = current.strip().partition(" ")
+        keyword, dummy, arguments = current.strip().partition(" ")
         found.append((keyword.upper(), arguments.strip()))
         current = ""
     assert not current, "the last instruction ends with a continuation"
@@ -38,7 +38,7 @@ def build_args():
     result = {}
     for keyword, arguments in instructions(CONTAINERFILE.read_text()):
         if keyword == "ARG":
-            name, _, default = arguments.partition("=")
+            name, dummy, default = arguments.partition("=")
             result[name] = default or None
     return result
 
@@ -82,7 +82,7 @@ def test_nothing_is_latest_or_unpinned():
     base = image_reference(args["BASE_IMAGE"])
     assert base["valid"] and not base["mutable"], args["BASE_IMAGE"]
     assert [a for k, a in instructions(CONTAINERFILE.read_text()) if k == "FROM"] == ["${BASE_IMAGE}"]
-    assert "latest" not in " ".join(a for _, a in instructions(CONTAINERFILE.read_text()))
+    assert "latest" not in " ".join(a for dummy, a in instructions(CONTAINERFILE.read_text()))
     pins = 0
     for keyword, arguments in instructions(CONTAINERFILE.read_text()):
         for command in re.findall(r"pip install ([^&]+)", arguments) if keyword == "RUN" else []:
@@ -96,7 +96,7 @@ def test_nothing_is_latest_or_unpinned():
 
 def test_what_it_copies_is_the_build_context_the_buildconfig_provides():
     context = [c["destinationDir"] for c in role_yaml("vars/main.yml")["image_context"]]
-    assert sorted(source.rstrip("/") for source, _ in copies()) == sorted(context)
+    assert sorted(source.rstrip("/") for source, dummy in copies()) == sorted(context)
     for directory in context:
         # The autodetect role fills its ConfigMaps from these directories of
         # the collection, so a build by hand from the collection's tree has

@@ -1042,7 +1042,7 @@ class PodSync:
         workdir = view.directory(container.get("workingDir") or "/") or view.root
         try:
             done = subprocess.run(argv, env=environ, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=120)
+                                  text=True, timeout=120, check=False)
             code, output = done.returncode, done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired) as err:
             code, output = 128, f"cannot run {argv[0]}: {err}"
