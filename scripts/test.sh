@@ -57,6 +57,10 @@ stage_molecule() {
   # local cluster.
   local status=0 scenario
   for scenario in default deploy; do
+    # The scenarios have no create/destroy, so molecule's state file (under
+    # ~/.ansible/tmp) would still say "prepared" after an earlier run that
+    # failed, and prepare (which starts the local cluster) would be skipped.
+    "$VENV/bin/molecule" reset --scenario-name "$scenario" || status=1
     "$VENV/bin/molecule" test --scenario-name "$scenario" || status=1
   done
   return "$status"
