@@ -36,6 +36,12 @@ CHECK_NAMES = (
     "pcie_acs",
     "mtu",
 )
+# Checks of what a training pod itself sees (run with in_pod=True): the
+# node can be fine and the pod still lack the capability or the devices.
+POD_CHECK_NAMES = (
+    "ipc_lock",
+    "dev_infiniband",
+)
 
 
 class Expectations:
@@ -324,14 +330,53 @@ def check_mtu(facts, expect):
                    data=data)
 
 
-CHECKS = dict((name, globals()["check_" + name]) for name in CHECK_NAMES)
+def check_ipc_lock(facts, expect):
+    caps = facts["capabilities"]
+    data = dict(caps)
+    if caps["ipc_lock"] is None:
+        return _result("ipc_lock", SKIP, "effective capabilities unknown: no CapEff line in /proc/self/status",
+                       data=data)
+    if caps["ipc_lock"]:
+        return _result("ipc_lock", PASS, "IPC_LOCK is an effective capability (CapEff %s)" % caps["effective"],
+                       data=data)
+    remedy = ("Add IPC_LOCK to the container's securityContext.capabilities (cluster_security_mode: ipc-lock), "
+              "or run it privileged; on OpenShift the pod's SCC must allow the capability.")
+    if facts["memlock"]["soft"] == "unlimited":
+        return _result("ipc_lock", WARN, "IPC_LOCK is not an effective capability (CapEff %s); memlock is "
+                       "unlimited, so registration works until a process lowers its limit" % caps["effective"],
+                       remedy, data)
+    return _result("ipc_lock", expect.severity(), "IPC_LOCK is not an effective capability (CapEff %s) and "
+                   "memlock is limited: RDMA memory registration fails" % caps["effective"], remedy, data)
 
 
-def run_checks(facts, expect, only=None):
-    """Run the checks in order; a check that breaks becomes a ``fail`` with
-    the reason, never an exception."""
+def check_dev_infiniband(facts, expect):
+    dev = facts["dev_infiniband"]
+    data = dict(dev)
+    uverbs = [name for name in dev["entries"] if name.startswith("uverbs")]
+    if not expect.rdma:
+        return _result("dev_infiniband", SKIP if not dev["present"] else PASS,
+                       "/dev/infiniband %s; not needed in tcp mode" % ("present" if dev["present"] else "absent"),
+                       data=data)
+    remedy = ("Request the RDMA resources of cluster_rdma_nics in the pod (the device plugin adds their "
+              "/dev/infiniband entries); with host networking, mount the host's /dev/infiniband.")
+    if not dev["present"]:
+        return _result("dev_infiniband", FAIL, "/dev/infiniband is missing: verbs cannot open any RDMA device",
+                       remedy, data)
+    if not uverbs:
+        return _result("dev_infiniband", FAIL, "/dev/infiniband holds no uverbs device (%s)"
+                       % (", ".join(dev["entries"]) or "empty"), remedy, data)
+    return _result("dev_infiniband", PASS, "/dev/infiniband: %s" % ", ".join(dev["entries"]), data=data)
+
+
+CHECKS = dict((name, globals()["check_" + name]) for name in CHECK_NAMES + POD_CHECK_NAMES)
+
+
+def run_checks(facts, expect, only=None, in_pod=False):
+    """Run the checks in order (the pod's own checks too where ``in_pod``);
+    a check that breaks becomes a ``fail`` with the reason, never an
+    exception."""
     results = []
-    for name in CHECK_NAMES:
+    for name in CHECK_NAMES + (POD_CHECK_NAMES if in_pod else ()):
         if only and name not in only:
             continue
         try:

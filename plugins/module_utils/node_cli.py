@@ -17,7 +17,7 @@ import sys
 
 from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, parse_version, \
     render_env_file
-from .node_checks import CHECK_NAMES, MODES, Expectations, failed, run_checks, summarize
+from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
 from .node_facts import gather_node_facts
 
 __metaclass__ = type
@@ -33,7 +33,8 @@ def _default_root():
 
 
 def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devices=None, require_gpudirect=True,
-                      min_mtu=9000, min_link_rate_gbps=None, checks=None, nvidia_smi=None, fail_on="fail"):
+                      min_mtu=9000, min_link_rate_gbps=None, checks=None, nvidia_smi=None, fail_on="fail",
+                      in_pod=False):
     """Gather, check and summarise one node: what the module and the
     command both return."""
     facts = gather_node_facts(root, nvidia_smi=nvidia_smi,
@@ -41,7 +42,7 @@ def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devic
     expect = Expectations(mode=mode, gpus=expect_gpus, rdma_devices=expect_rdma_devices,
                           require_gpudirect=require_gpudirect, min_mtu=min_mtu,
                           min_link_rate_gbps=min_link_rate_gbps)
-    results = run_checks(facts, expect, only=checks)
+    results = run_checks(facts, expect, only=checks, in_pod=in_pod)
     failing = failed(results, fail_on)
     return {
         "checks": results,
@@ -53,7 +54,7 @@ def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devic
 
 
 def format_report(report):
-    width = max(len(name) for name in CHECK_NAMES)
+    width = max(len(name) for name in CHECK_NAMES + POD_CHECK_NAMES)
     lines = []
     for check in report["checks"]:
         lines.append("%-4s  %-*s  %s" % (check["status"].upper(), width, check["name"], check["message"]))
@@ -78,7 +79,9 @@ def main_node_check(argv=None):
     parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false")
     parser.add_argument("--min-mtu", type=int, default=9000)
     parser.add_argument("--min-link-rate-gbps", type=float)
-    parser.add_argument("--check", action="append", choices=CHECK_NAMES, dest="checks",
+    parser.add_argument("--in-pod", action="store_true",
+                        help="also check what this pod sees: IPC_LOCK and /dev/infiniband")
+    parser.add_argument("--check", action="append", choices=CHECK_NAMES + POD_CHECK_NAMES, dest="checks",
                         help="run only this check (repeatable)")
     parser.add_argument("--nvidia-smi", help="path of nvidia-smi (default: found on PATH)")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="fail",
@@ -89,7 +92,7 @@ def main_node_check(argv=None):
                                expect_rdma_devices=args.expect_rdma_devices,
                                require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,
                                min_link_rate_gbps=args.min_link_rate_gbps, checks=args.checks,
-                               nvidia_smi=args.nvidia_smi, fail_on=args.fail_on)
+                               nvidia_smi=args.nvidia_smi, fail_on=args.fail_on, in_pod=args.in_pod)
     if args.format == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -386,6 +386,32 @@ def gather_memlock(reader):
     return {"soft": None, "hard": None, "unit": None}
 
 
+# CAP_IPC_LOCK (linux/capability.h): lets a process lock memory beyond its
+# memlock limit, which registering RDMA buffers does.
+CAP_IPC_LOCK = 14
+
+
+def gather_capabilities(reader):
+    """The effective capabilities of the reading process (in a pod: the
+    pod's), from the CapEff line of /proc/self/status."""
+    for line in (reader.read("proc/self/status", quiet=True) or "").splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                effective = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError:
+                reader.malformed("proc/self/status", line)
+                break
+            return {"effective": "%016x" % effective, "ipc_lock": bool(effective >> CAP_IPC_LOCK & 1)}
+    return {"effective": None, "ipc_lock": None}
+
+
+def gather_dev_infiniband(reader):
+    """The character devices of /dev/infiniband (uverbsN, rdma_cm, umadN):
+    verbs needs them inside the process's mount namespace."""
+    present = reader.exists("dev/infiniband")
+    return {"present": present, "entries": reader.listdir("dev/infiniband", natural=True) if present else []}
+
+
 def _parse_cpu_list(text, reader=None, rel=None):
     count = 0
     for chunk in (text or "").split(","):
@@ -623,6 +649,8 @@ def gather_node_facts(root="/", nvidia_smi=None, topology=True):
         "netdevs": gather_netdevs(reader),
         "default_route_interface": gather_default_route_interface(reader),
         "memlock": gather_memlock(reader),
+        "capabilities": gather_capabilities(reader),
+        "dev_infiniband": gather_dev_infiniband(reader),
         "cpus": gather_cpus(reader),
         "pci_acs": gather_pci_acs(reader, nvidia["gpus"], rdma["devices"]),
         "topology": gather_topology(reader, nvidia_smi) if topology else

@@ -17,7 +17,7 @@ description:
     check with the reason and the fix.
   - "The checks, in order: C(iommu_passthrough), C(mlx5_driver), C(gpudirect_rdma) (nvidia_peermem, legacy
     nv_peer_mem, or DMA-BUF), C(rdma_devices), C(rdma_link), C(roce_gid), C(memlock), C(gpu_count),
-    C(nvlink_topology), C(pcie_acs) and C(mtu)."
+    C(nvlink_topology), C(pcie_acs) and C(mtu); with O(in_pod), also C(ipc_lock) and C(dev_infiniband)."
   - Never changes the node; C(changed) is always false.
   - The same checks run inside pods, without Ansible, as the C(mlinfra-node-check) command of the collection's
     image.
@@ -55,13 +55,19 @@ options:
     description:
       - Lowest acceptable rate of an active RDMA port, in Gb/s (for example 400 for NDR).
     type: float
+  in_pod:
+    description:
+      - The module runs inside a training pod; also check what the pod itself sees, the IPC_LOCK capability
+        (C(ipc_lock)) and the C(/dev/infiniband) devices (C(dev_infiniband)).
+    type: bool
+    default: false
   checks:
     description:
       - Run only these checks. All of them by default.
     type: list
     elements: str
     choices: [iommu_passthrough, mlx5_driver, gpudirect_rdma, rdma_devices, rdma_link, roce_gid, memlock,
-              gpu_count, nvlink_topology, pcie_acs, mtu]
+              gpu_count, nvlink_topology, pcie_acs, mtu, ipc_lock, dev_infiniband]
   fail_on:
     description:
       - Which verdicts fail the task. V(fail) fails on any failed check, V(warn) on warnings too, V(never) only
@@ -152,7 +158,7 @@ facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, MODES
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import FAIL_ON, node_check_report
 
 
@@ -166,7 +172,8 @@ def argument_spec():
         require_gpudirect=dict(type="bool", default=True),
         min_mtu=dict(type="int", default=9000),
         min_link_rate_gbps=dict(type="float"),
-        checks=dict(type="list", elements="str", choices=list(CHECK_NAMES)),
+        checks=dict(type="list", elements="str", choices=list(CHECK_NAMES + POD_CHECK_NAMES)),
+        in_pod=dict(type="bool", default=False),
         fail_on=dict(type="str", choices=list(FAIL_ON), default="fail"),
     )
 
@@ -181,7 +188,7 @@ def main():
         root=params["root"], mode=params["mode"], expect_gpus=params["expect_gpus"],
         expect_rdma_devices=params["expect_rdma_devices"], require_gpudirect=params["require_gpudirect"],
         min_mtu=params["min_mtu"], min_link_rate_gbps=params["min_link_rate_gbps"], checks=params["checks"],
-        nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"])
+        nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"], in_pod=params["in_pod"])
     if not report["ok"]:
         failing = [check for check in report["checks"] if check["name"] in report["failed_checks"]]
         msg = "; ".join("%s: %s (fix: %s)" % (c["name"], c["message"], c["remediation"] or "see data")

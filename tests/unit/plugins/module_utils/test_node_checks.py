@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, Expectations, \
-    failed, run_checks, summarize
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, POD_CHECK_NAMES, \
+    Expectations, failed, run_checks, summarize
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
 
 
@@ -116,3 +116,62 @@ def test_fail_on_levels():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode must be one of rdma, tcp"):
         Expectations(mode="infiniband")
+
+
+def pod_verdicts(root, **expect):
+    results = run_checks(gather_node_facts(str(root)), Expectations(**expect), in_pod=True)
+    assert [r["name"] for r in results] == list(CHECK_NAMES + POD_CHECK_NAMES)
+    return dict((r["name"], r) for r in results)
+
+
+def set_status(root, capeff):
+    (root / "proc" / "self" / "status").write_text("Name:\tpython3\nCapEff:\t%s\n" % capeff)
+
+
+def test_pod_checks_run_only_in_a_pod(snapshot):
+    assert not set(POD_CHECK_NAMES) & {r["name"] for r in run_checks(gather_node_facts(snapshot("healthy-roce-h100")),
+                                                                       Expectations(**RDMA))}
+
+
+@pytest.mark.parametrize("capeff,status", [
+    ("00000000a80425fb", "fail"),     # a restricted pod's default set: no IPC_LOCK (bit 14)
+    ("00000000a80465fb", "pass"),     # the same with IPC_LOCK added
+    ("000001ffffffffff", "pass"),     # privileged
+])
+def test_ipc_lock_is_read_from_the_effective_capabilities(snapshot_copy, capeff, status):
+    root = snapshot_copy("memlock-limited")
+    set_status(root, capeff)
+    result = pod_verdicts(root, **RDMA)["ipc_lock"]
+    assert result["status"] == status, result
+    assert result["data"]["effective"] == capeff
+    if status == "fail":
+        assert "memlock is limited" in result["message"] and "IPC_LOCK" in result["remediation"]
+
+
+def test_missing_ipc_lock_is_a_warning_when_memlock_is_unlimited(snapshot_copy):
+    root = snapshot_copy("healthy-roce-h100")
+    set_status(root, "00000000a80425fb")
+    assert pod_verdicts(root, **RDMA)["ipc_lock"]["status"] == "warn"
+    assert pod_verdicts(root, mode="tcp")["ipc_lock"]["status"] == "warn"
+
+
+def test_unknown_capabilities_are_skipped_not_passed(snapshot):
+    result = pod_verdicts(snapshot("healthy-roce-h100"), **RDMA)["ipc_lock"]
+    assert result["status"] == "skip" and result["data"]["effective"] is None
+
+
+def test_dev_infiniband_needs_uverbs_devices_in_rdma_mode(snapshot_copy):
+    root = snapshot_copy("healthy-roce-h100")
+    results = pod_verdicts(root, **RDMA)
+    assert results["dev_infiniband"]["status"] == "pass"
+    assert results["dev_infiniband"]["data"]["entries"] == ["rdma_cm", "uverbs0", "uverbs1", "uverbs2", "uverbs3"]
+    for name in ("uverbs0", "uverbs1", "uverbs2", "uverbs3"):
+        (root / "dev" / "infiniband" / name).unlink()
+    result = pod_verdicts(root, **RDMA)["dev_infiniband"]
+    assert result["status"] == "fail" and "no uverbs device (rdma_cm)" in result["message"]
+    (root / "dev" / "infiniband" / "rdma_cm").unlink()
+    (root / "dev" / "infiniband").rmdir()
+    result = pod_verdicts(root, **RDMA)["dev_infiniband"]
+    assert result["status"] == "fail" and "/dev/infiniband is missing" in result["message"]
+    assert "RDMA resources" in result["remediation"]
+    assert pod_verdicts(root, mode="tcp")["dev_infiniband"]["status"] == "skip"

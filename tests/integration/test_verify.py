@@ -1,0 +1,165 @@
+"""verify-rdma.yml run by ansible-playbook against the local cluster: the
+probe pods run the node checks against each fake node's recorded snapshot
+(tests/fixtures/nodes), so the verdicts are those of the recorded nodes."""
+
+import json
+import uuid
+
+import pytest
+from ansible_cli import run_playbook
+from kubernetes import client
+
+pytestmark = pytest.mark.integration
+
+HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr", "moc-r4pcc04u12-nairr"]
+# The faulty nodes of the local inventory, the check each fails and words of its remedy.
+FAULTY = {
+    "moc-r4pcc04u16-nairr": ("gpudirect_rdma", "nvidia_peermem is not loaded", "driver.rdma.enabled=true"),
+    "moc-r4pcc04u25-nairr": ("iommu_passthrough", "IOMMU translates DMA", "iommu=pt"),
+    "moc-r4pcc04u36-nairr": ("rdma_link", "mlx5_10/1 DOWN", "cable and switch port"),
+}
+APP = "h-kim"
+
+
+@pytest.fixture
+def verify_ns(api_client):
+    name = "ver-%s" % uuid.uuid4().hex[:6]
+    yield name
+    run_playbook("teardown.yml", "local", {"cluster_namespace": name, "purge_workspaces": True})
+    try:
+        client.CoreV1Api(api_client).delete_namespace(name)
+    except client.ApiException as err:
+        assert err.status == 404
+
+
+def probe_pods(api_client, namespace):
+    return [p for p in client.CoreV1Api(api_client).list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/name=%s-probe" % APP).items if not p.metadata.deletion_timestamp]
+
+
+def reports(directory):
+    """The run's JSON and Markdown reports (one run per directory)."""
+    found = sorted(directory.glob("verify-*.json")), sorted(directory.glob("verify-*.md"))
+    return [json.loads(path.read_text()) for path in found[0]], [path.read_text() for path in found[1]]
+
+
+def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, tmp_path):
+    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "verify_pod_checks": False,
+                                                    "verify_report_dir": str(tmp_path)})
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    for node, (check, words, fix) in FAULTY.items():
+        assert "node %s FAIL: %s: " % (node, check) in message and words in message and fix in message, message
+    for node in HEALTHY:
+        assert node not in message
+    (report,), (markdown,) = reports(tmp_path)
+    assert report["verdict"] == "fail" and report["mode"] == "rdma" and report["pods"] == []
+    verdicts = dict((n["node"], n) for n in report["nodes"])
+    assert sorted(verdicts) == sorted(HEALTHY + list(FAULTY))
+    for node in HEALTHY:
+        assert verdicts[node]["status"] == "pass" and verdicts[node]["checks"] == []
+        assert verdicts[node]["summary"]["pass"] == verdicts[node]["summary"]["total"] == 11
+    for node, (check, words, fix) in FAULTY.items():
+        (finding,) = verdicts[node]["checks"]
+        assert (finding["name"], finding["status"]) == (check, "fail")
+        assert words in finding["message"] and fix in finding["remediation"]
+        assert "| %s | FAIL | %s |" % (node, check) in markdown
+    assert "### node moc-r4pcc04u25-nairr" in markdown
+    # The probes are gone; the latest report is the one just written.
+    assert probe_pods(api_client, verify_ns) == []
+    assert json.loads((tmp_path / "latest.json").read_text()) == report
+
+
+def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns, tmp_path):
+    healthy = {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY, "verify_report_dir": str(tmp_path)}
+    deployed = run_playbook("deploy.yml", "local", healthy)
+    assert not deployed.failed, deployed.failure_messages()
+    run = run_playbook("verify-rdma.yml", "local", dict(healthy, verify_label_nodes=True))
+    assert not run.failed, run.failure_messages()
+    (passed,) = run.results("Pass only a fabric fit to train on")
+    assert "3 node(s) and 2 pod(s) checked, none failing" in passed["msg"]
+    report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["verdict"] == "pass" and report["previous"] == {"time": None, "changes": []}
+    assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
+    assert [p["pod"] for p in report["pods"]] == [APP + "-0", APP + "-1"]
+    for pod in report["pods"]:
+        assert pod["node"] in HEALTHY and pod["status"] == "pass"
+        # In the pod: the node checks plus IPC_LOCK (unknown in a recorded
+        # snapshot, so skipped, never passed) and /dev/infiniband.
+        assert pod["summary"] == {"pass": 12, "skip": 1, "warn": 0, "fail": 0, "total": 13}
+        assert pod["nccl"]["transport"] == "rdma" and pod["nccl"]["rdma_ports"] == 4 and pod["nccl"]["gpudirect"]
+    core = client.CoreV1Api(api_client)
+    try:
+        for node in HEALTHY:
+            labels = core.read_node(node).metadata.labels
+            assert labels["mlinfra.io/rdma-verified"] == "true"
+            assert labels["mlinfra.io/rdma-verified-date"] == report["time"][:10]
+    finally:
+        for node in HEALTHY:
+            core.patch_node(node, {"metadata": {"labels": {"mlinfra.io/rdma-verified": None,
+                                                           "mlinfra.io/rdma-verified-date": None}}})
+    # A second run is compared with the first.
+    again = run_playbook("verify-rdma.yml", "local", healthy)
+    assert not again.failed, again.failure_messages()
+    second = json.loads((tmp_path / "latest.json").read_text())
+    assert second["previous"] == {"time": report["time"], "changes": []} or second["time"] == report["time"]
+    markdowns = sorted(tmp_path.glob("verify-*.md"))
+    assert "## Since the previous run" in markdowns[-1].read_text()
+
+
+def test_a_verdict_that_changed_since_the_previous_run_is_named(api_client, verify_ns, tmp_path):
+    # u36 has a port down: in tcp mode that is no failure, in rdma mode it is.
+    nodes = HEALTHY[:1] + ["moc-r4pcc04u36-nairr"]
+    base = {"cluster_namespace": verify_ns, "verify_pod_checks": False, "verify_report_dir": str(tmp_path),
+            "cluster_gpu_nodes": nodes}
+    first = run_playbook("verify-rdma.yml", "local", dict(base, cluster_network_mode="tcp"))
+    assert not first.failed, first.failure_messages()
+    previous = json.loads((tmp_path / "latest.json").read_text())
+    assert previous["verdict"] in ("pass", "warn")
+    second = run_playbook("verify-rdma.yml", "local", base)
+    assert second.failed
+    report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["previous"]["time"] == previous["time"]
+    before = {n["node"]: n["status"] for n in previous["nodes"]}
+    assert report["previous"]["changes"] == ["node moc-r4pcc04u36-nairr: %s -> fail" % before["moc-r4pcc04u36-nairr"]]
+    markdown = (tmp_path / ("verify-%s.md" % report["time"].replace(":", ""))).read_text()
+    assert "moc-r4pcc04u36-nairr: %s -> fail" % before["moc-r4pcc04u36-nairr"] in markdown
+
+
+def test_before_deploy_the_pods_are_reported_not_checked(api_client, verify_ns, tmp_path):
+    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY,
+                                                    "verify_report_dir": str(tmp_path)})
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "no training pods: StatefulSet %s/%s is not deployed" % (verify_ns, APP) in message
+    assert "-e verify_pod_checks=false" in message
+    report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["verdict"] == "not-checked"
+    assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
+
+
+def test_check_mode_creates_no_probes_and_passes_nothing(api_client, verify_ns, tmp_path):
+    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY,
+                                                    "verify_pod_checks": False, "verify_report_dir": str(tmp_path)},
+                       check=True)
+    assert run.failed
+    assert "check mode creates no probe pods" in " ".join(run.failure_messages())
+    assert probe_pods(api_client, verify_ns) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"verify_probe_timeout": 0}, "verify_probe_timeout must be a positive number of seconds (is 0)"),
+    ({"verify_min_link_rate_gbps": -400}, "verify_min_link_rate_gbps a rate in Gb/s, 0 for none (is -400"),
+    ({"verify_fail_on": "sometimes"}, "verify_fail_on"),
+    ({"verify_probe_timeout": "soon"}, "verify_probe_timeout"),
+    ({"cluster_gpu_nodes": []}, "cluster_gpu_nodes"),
+])
+def test_bad_settings_fail_before_any_probe(api_client, verify_ns, tmp_path, extra, words):
+    run = run_playbook("verify-rdma.yml", "local", dict(extra, cluster_namespace=verify_ns,
+                                                         verify_report_dir=str(tmp_path)))
+    assert run.failed
+    messages = " ".join(run.failure_messages())
+    assert words in messages, messages
+    assert probe_pods(api_client, verify_ns) == []
+    assert list(tmp_path.iterdir()) == []
