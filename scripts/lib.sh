@@ -10,6 +10,9 @@ WORK="$ROOT/.work"
 # Second, smaller environment with the oldest ansible-core that
 # meta/runtime.yml declares (see requirements/core-2.20.in).
 VENV_OLDEST="$WORK/venv-core-2.20"
+# torch for the in-pod tools, as the training image has it
+# (requirements/workload.in); the local cluster's pods run its python3.
+VENV_WORKLOAD="$WORK/venv-workload"
 COLLECTIONS_DIR="$WORK/collections"
 # ansible-test must run from .../ansible_collections/<namespace>/<name>, and it
 # resolves the working directory through symbolic links, so sanity runs on a

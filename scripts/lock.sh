@@ -2,9 +2,11 @@
 # Regenerates the frozen requirement sets from the human-edited top-level files:
 #   requirements/test.in      -> requirements/lock.txt           (.venv)
 #   requirements/core-2.20.in -> requirements/lock-core-2.20.txt (.work/venv-core-2.20)
+#   requirements/workload.in  -> requirements/lock-workload.txt  (.work/venv-workload)
 # Each set is resolved in a throw-away virtual environment and written with
 # `pip freeze`, so the lock files pin every transitive dependency exactly.
-# Run it after editing a *.in file, then `bash scripts/setup.sh`.
+# Run it after editing a *.in file, then `bash scripts/setup.sh`; name the .in
+# files to regenerate only their locks (default: all).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,5 +32,10 @@ lock() {  # <input .in> <output lock>
   log "wrote requirements/$output ($(grep -vc '^#' "$root/requirements/$output") packages)"
 }
 
-lock test.in lock.txt
-lock core-2.20.in lock-core-2.20.txt
+declare -A lock_of=([test.in]=lock.txt [core-2.20.in]=lock-core-2.20.txt [workload.in]=lock-workload.txt)
+inputs=("$@")
+(( ${#inputs[@]} )) || inputs=(test.in core-2.20.in workload.in)
+for input in "${inputs[@]}"; do
+  [[ -n "${lock_of[$input]:-}" ]] || die "unknown requirements file: $input (one of ${!lock_of[*]})"
+  lock "$input" "${lock_of[$input]}"
+done

@@ -5,6 +5,8 @@
 #
 #   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools)
 #   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
+#   .work/venv-workload/       Python 3.12 + requirements/lock-workload.txt (torch, as in the training
+#                              image; the local cluster's pods run its python3)
 #   .work/cache/               the pinned `ansible` wheel (requirements/collections.txt)
 #   .work/collections/ansible_collections/
 #       <ns>/<name>/           dependency collections extracted from that wheel
@@ -138,6 +140,7 @@ log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_versi
 
 ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
 ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
+ensure_venv "$VENV_WORKLOAD" "$ROOT/requirements/lock-workload.txt" ".work/venv-workload"
 ensure_collections
 ensure_get_pip_standin
 

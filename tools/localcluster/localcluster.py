@@ -28,7 +28,7 @@ loop watches pods; when one is bound to a node it writes that pod's Exec and
 Logs objects (owned by the pod, so they go with it) with
     MLINFRA_NODE_NAME  the node
     MLINFRA_HOST_ROOT  <repo>/tests/fixtures/nodes/<the node's snapshot>
-    PATH               <snapshot>/usr/bin:<repo>/files/bin:<PATH of `up`>
+    PATH               <snapshot>/usr/bin:<repo>/files/bin:<repo>/.work/venv-workload/bin:<PATH of `up`>
 plus the container's own env (literal values and downward-API fields), and
 only then marks the pod (annotation localcluster.mlinfra.io/exec); kwok's pod
 stage (kwok/stages.yaml) makes a pod Running and Ready only once it carries
@@ -75,6 +75,9 @@ SYNC_CODE = WORK / "podsync.code"
 INVENTORY_VARS = ROOT / "inventories" / "local" / "group_vars" / "all"
 SNAPSHOTS_DIR = ROOT / "tests" / "fixtures" / "nodes"
 FILES_BIN = ROOT / "files" / "bin"
+# The fake pods' "image": python3 and torchrun with torch
+# (requirements/workload.in, installed by scripts/setup.sh).
+WORKLOAD_BIN = ROOT / ".work" / "venv-workload" / "bin"
 CRDS_DIR = HERE / "crds"
 STAGES = HERE / "kwok" / "stages.yaml"
 BUILD = HERE / "build.sh"
@@ -968,7 +971,7 @@ class PodSync:
         self.waiting_for_mounts.pop(meta["uid"], None)
         configmap_volumes = {v["name"] for v in spec.get("volumes") or [] if "configMap" in v}
 
-        path = [str(FILES_BIN), self.base_path]
+        path = [str(FILES_BIN), str(WORKLOAD_BIN), self.base_path]
         if snapshot:
             path.insert(0, str(snapshot / "usr" / "bin"))
         execs, logs = [], []
