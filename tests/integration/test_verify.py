@@ -154,6 +154,11 @@ def test_check_mode_creates_no_probes_and_passes_nothing(api_client, verify_ns, 
     ({"verify_fail_on": "sometimes"}, "verify_fail_on"),
     ({"verify_probe_timeout": "soon"}, "verify_probe_timeout"),
     ({"cluster_gpu_nodes": []}, "cluster_gpu_nodes"),
+    # A gate above the largest size measured would never apply: an error, not a silent pass.
+    ({"verify_bench_min_busbw": ["16G=194"]}, "the largest size measured is 1M"),
+    ({"verify_bench_min_busbw": ["194"]}, "expected SIZE=GBPS"),
+    ({"verify_bench_ops": ["allreduce"]}, "op 'allreduce' is not one of"),
+    ({"verify_bench_line_rate_fraction": 1.5}, "verify_bench_line_rate_fraction above 0 and at most 1 (is 1.5)"),
 ])
 def test_bad_settings_fail_before_any_probe(api_client, verify_ns, tmp_path, extra, words):
     run = run_playbook("verify-rdma.yml", "local", dict(extra, cluster_namespace=verify_ns,

@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""One pod's part of the collective benchmark run across the training pods.
+
+verify-rdma runs ``mlinfra-pod-bench`` in every pod of the StatefulSet at
+once. Each starts torchrun as node ``node_rank`` of the job (the ordinal of
+its StatefulSet pod's name), with ``NCCL_DEBUG=INFO`` so that NCCL says which
+transport it really used, waits for it, and prints one JSON object: the exit
+status, the transport check of its NCCL log lines (nccl_log), the tail of the
+log, and on node 0 the benchmark's document (collective_bench). The object is
+printed whatever happened, so that a failed run is reported as that, with its
+reason, and never taken for a pass.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import collective_bench, nccl_log
+
+LOG_TAIL_LINES = 25
+# NCCL prints its transport lines at INFO; INIT and NET hold the network
+# selection, the HCAs and the channel connections nccl_log reads.
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+
+
+def ordinal_of(hostname):
+    """The StatefulSet ordinal of a pod name (``h-kim-3`` -> 3)."""
+    match = re.search(r"-(\d+)$", hostname or "")
+    if not match:
+        raise ValueError("cannot tell this pod's node rank from its name %r: a StatefulSet pod is called "
+                         "<name>-<ordinal>; pass --node-rank" % (hostname,))
+    return int(match.group(1))
+
+
+def torchrun_command(python, bench, nnodes, node_rank, nproc_per_node, master_addr, master_port, bench_args,
+                     json_path):
+    """torchrun (as ``python -m torch.distributed.run``, so that the pod's
+    python with torch is the one used) starting the benchmark on this node."""
+    return [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node-rank", str(node_rank),
+            "--nproc-per-node", str(nproc_per_node), "--master-addr", master_addr, "--master-port",
+            str(master_port), bench] + list(bench_args) + ["--json", json_path]
+
+
+def run_with_timeout(command, env, log_path, timeout):
+    """Runs command with its output to log_path; on timeout kills its whole
+    process group (torchrun and its workers). Returns (exit code, timed out)."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            return process.wait(timeout=timeout), False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            return process.wait(), True
+
+
+def tail(path, count=LOG_TAIL_LINES):
+    with open(path, "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()
+    return lines[-count:]
+
+
+def summarize_nccl(parsed):
+    """What the report shows of a parsed NCCL log."""
+    keys = ("nccl_version", "net", "net_kind", "gpudirect", "nranks", "nodes", "net_channels", "gdr_channels")
+    summary = dict((key, parsed.get(key)) for key in keys)
+    summary["hcas"] = sorted(set("%s:%s" % (hca["device"], hca["port"]) for hca in parsed.get("hcas") or ()))
+    summary["evidence"] = parsed.get("evidence")
+    return summary
+
+
+def run_node(options, environ=None):
+    """Runs this node's part and returns the result object."""
+    environ = dict(os.environ if environ is None else environ)
+    workdir = options.workdir or tempfile.mkdtemp(prefix="mlinfra-bench-")
+    if not os.path.isdir(workdir):
+        os.makedirs(workdir)
+    log_path = os.path.join(workdir, "bench-node%d.log" % options.node_rank)
+    json_path = os.path.join(workdir, "bench.json")
+    if options.node_rank == 0 and os.path.exists(json_path):
+        os.remove(json_path)
+    command = torchrun_command(options.python, options.bench, options.nnodes, options.node_rank,
+                               options.nproc_per_node, options.master_addr, options.master_port,
+                               options.bench_args, json_path)
+    env = dict(environ, PYTHONUNBUFFERED="1", **NCCL_DEBUG_ENV)
+    started = time.time()
+    try:
+        code, timed_out = run_with_timeout(command, env, log_path, options.timeout)
+        error = "timed out after %ss" % options.timeout if timed_out else None
+    except OSError as exc:
+        code, timed_out, error = None, False, "cannot start torchrun: %s" % exc
+        with open(log_path, "w") as log:
+            log.write(error + "\n")
+    seconds = time.time() - started
+    with open(log_path, "rb") as log:
+        parsed = nccl_log.parse_nccl_log(log.read())
+    result = {
+        "node_rank": options.node_rank, "nnodes": options.nnodes, "nproc_per_node": options.nproc_per_node,
+        "exit_code": code, "timed_out": timed_out, "error": error, "seconds": round(seconds, 1),
+        "command": command, "log": log_path, "log_tail": tail(log_path),
+        "nccl": summarize_nccl(parsed),
+        "transport": nccl_log.check_nccl_transport(parsed, options.mode, require_gpudirect=options.require_gpudirect),
+        "document": None,
+    }
+    if options.node_rank == 0 and os.path.exists(json_path):
+        try:
+            result["document"] = collective_bench.read_document(json_path)
+        except ValueError as exc:
+            result["error"] = result["error"] or str(exc)
+    elif options.node_rank == 0 and not result["error"]:
+        result["error"] = "the benchmark wrote no result (exit status %s); see the log's tail" % code
+    return result
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="mlinfra-pod-bench",
+        description="Run this pod's part of the collective benchmark across the StatefulSet's pods with torchrun "
+                    "and NCCL_DEBUG=INFO; print the exit status, the NCCL transport check and, on node 0, the "
+                    "benchmark's document as one JSON object. Arguments after -- go to mlinfra-nccl-bench.")
+    parser.add_argument("--nnodes", type=int, required=True, help="number of pods in the job")
+    parser.add_argument("--node-rank", type=int,
+                        help="this pod's rank (default: the ordinal of $POD_NAME or $HOSTNAME)")
+    parser.add_argument("--nproc-per-node", type=int, default=1, help="processes (GPUs) per pod")
+    parser.add_argument("--master-addr", help="address of node 0 (default $MASTER_ADDR)")
+    parser.add_argument("--master-port", type=int, default=29511, help="rendezvous port (default %(default)s)")
+    parser.add_argument("--mode", choices=nccl_log.MODES, default="rdma", help="transport the cluster must use")
+    parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false",
+                        help="in rdma mode, network connections without GPUDirect RDMA warn rather than fail")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds the run may take")
+    parser.add_argument("--workdir", help="directory for the log and the document (default: a new temporary one)")
+    parser.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
+    parser.add_argument("--bench", help=argparse.SUPPRESS)
+    parser.add_argument("bench_args", nargs="*", help="options of mlinfra-nccl-bench (after --)")
+    return parser
+
+
+def main(argv=None, environ=None, bench=None):
+    environ = os.environ if environ is None else environ
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    options.bench = options.bench or bench
+    if options.node_rank is None:
+        try:
+            # POD_NAME (the StatefulSet's downward API) first: with host
+            # networking HOSTNAME is the node's name.
+            options.node_rank = ordinal_of(environ.get("POD_NAME") or environ.get("HOSTNAME"))
+        except ValueError as exc:
+            parser.error(str(exc))
+    options.master_addr = options.master_addr or environ.get("MASTER_ADDR")
+    if not options.master_addr:
+        parser.error("no --master-addr and no MASTER_ADDR in the environment")
+    if options.nnodes < 1 or not 0 <= options.node_rank < options.nnodes:
+        parser.error("node rank %d is outside 0..%d (--nnodes %d)" % (options.node_rank, options.nnodes - 1,
+                                                                      options.nnodes))
+    if options.nproc_per_node < 1 or options.timeout < 1:
+        parser.error("--nproc-per-node and --timeout must be at least 1")
+    print(json.dumps(run_node(options, environ), sort_keys=True))
+    return 0

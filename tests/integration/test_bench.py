@@ -1,0 +1,138 @@
+"""The collective benchmark of verify-rdma.yml and soak.yml, run for real
+across two pods of the local cluster: each fake pod's exec is a process of
+this machine, so mlinfra-pod-bench starts one torchrun node per pod and the
+two nodes meet over gloo on 127.0.0.1 (inventories/local/group_vars/all/
+verify.yml). The sums and gathered pieces are checked element by element by
+the benchmark itself; NCCL is not there, so its transport is reported as not
+judged."""
+
+import json
+import struct
+import uuid
+import zlib
+
+import pytest
+from ansible_cli import run_playbook
+from kubernetes import client
+
+pytestmark = pytest.mark.integration
+
+HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
+APP = "h-kim"
+
+
+@pytest.fixture(scope="module")
+def deployed(api_client):
+    """Two training pods on two healthy nodes, shared by the tests here."""
+    settings = {"cluster_namespace": "bench-%s" % uuid.uuid4().hex[:6], "cluster_gpu_nodes": HEALTHY}
+    run = run_playbook("deploy.yml", "local", settings)
+    assert not run.failed, run.failure_messages()
+    yield settings
+    run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
+    try:
+        client.CoreV1Api(api_client).delete_namespace(settings["cluster_namespace"])
+    except client.ApiException as err:
+        assert err.status == 404
+
+
+def png_size(path):
+    """Width and height of a PNG, after checking its signature and the CRC of
+    every chunk, and that its image data inflates."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, chunks = 8, {}
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length:offset + 12 + length])
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc
+        chunks[kind] = chunks.get(kind, b"") + body
+        offset += 12 + length
+    assert zlib.decompress(chunks[b"IDAT"]) and b"IEND" in chunks
+    return struct.unpack(">II", chunks[b"IHDR"][:8])
+
+
+def test_the_benchmark_runs_across_the_pods_with_right_sums(deployed, tmp_path):
+    run = run_playbook("verify-rdma.yml", "local", dict(deployed, verify_node_checks=False,
+                                                        verify_report_dir=str(tmp_path),
+                                                        verify_bench_ops=["all_reduce", "all_gather"]))
+    assert not run.failed, run.failure_messages()
+    report = json.loads((tmp_path / "latest.json").read_text())
+    bench = report["bench"]
+    assert bench["status"] == "pass" and bench["checks"] == [] and bench["error"] is None
+    document = bench["document"]
+    assert (document["world_size"], document["backend"], document["device"]) == (2, "gloo", "cpu")
+    assert sorted(pod["node"] for pod in bench["pods"]) == HEALTHY
+    for op in ("all_reduce", "all_gather"):
+        rows = document["ops"][op]["rows"]
+        # 4K to 1M, doubling (the local inventory's sizes).
+        assert [row["size"] for row in rows] == [4096 << shift for shift in range(9)]
+        assert all(row["status"] == "measured" and row["wrong"] == 0 and row["busbw_gbps"] > 0 for row in rows)
+    for pod in bench["pods"]:
+        assert pod["exit_code"] == 0
+        # No NCCL on the CPU: the transport is not judged, and not passed either.
+        assert pod["transport"]["status"] == "skip" and "no NCCL lines" in pod["transport"]["message"]
+    stamp = report["time"].replace(":", "")
+    saved = json.loads((tmp_path / ("bench-%s.json" % stamp)).read_text())
+    assert saved == document and saved["results"] and saved["collective"] == "all_reduce"
+    width, height = png_size(tmp_path / ("bench-%s.png" % stamp))
+    assert width > 300 and height > 200
+    markdown = (tmp_path / ("verify-%s.md" % stamp)).read_text()
+    assert "## Collective benchmark: PASS" in markdown and "### all_gather" in markdown
+    assert "| 1048576 |" in markdown and "bench-%s.png" % stamp in markdown
+
+
+def test_a_gate_the_bandwidth_misses_fails_the_play_naming_the_size(deployed, tmp_path):
+    # No CPU reaches 100000 GB/s: the gate from 256K on must fail, the smaller sizes have none.
+    run = run_playbook("verify-rdma.yml", "local", dict(deployed, verify_node_checks=False,
+                                                        verify_report_dir=str(tmp_path),
+                                                        verify_bench_min_busbw=["256K=100000"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "benchmark FAIL" in message and "all_reduce 256K: busbw" in message
+    assert "below the gate of 100000 GB/s" in message and "verify_bench_pairwise=true" in message
+    report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["verdict"] == "fail" and report["bench"]["status"] == "fail"
+    gates = [row["gate"] for row in report["bench"]["document"]["ops"]["all_reduce"]["rows"]]
+    assert gates[:6] == [None] * 6 and [gate["status"] for gate in gates[6:]] == ["fail"] * 3
+
+
+def test_pairwise_mode_measures_the_pair_of_pods(deployed, tmp_path):
+    run = run_playbook("verify-rdma.yml", "local", dict(deployed, verify_node_checks=False,
+                                                        verify_report_dir=str(tmp_path), verify_bench_pairwise=True))
+    assert not run.failed, run.failure_messages()
+    document = json.loads((tmp_path / "latest.json").read_text())["bench"]["document"]
+    assert document["mode"] == "pairwise"
+    (pair,) = document["pairs"]
+    assert pair["status"] == "measured" and pair["wrong"] == 0 and len(pair["nodes"]) == 2
+
+
+def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, deployed, tmp_path):
+    core = client.CoreV1Api(api_client)
+    namespace = deployed["cluster_namespace"]
+
+    def pod_uids():
+        return {pod.metadata.uid for pod in core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/name=%s" % APP).items}
+
+    before = pod_uids()
+    run = run_playbook("soak.yml", "local", dict(deployed, soak_runs=2, soak_recreate_pods=True,
+                                                 soak_report_dir=str(tmp_path), soak_fail_on_degraded=False))
+    assert not run.failed, run.failure_messages()
+    after = pod_uids()
+    assert len(after) == 2 and not after & before
+    (soak_dir,) = tmp_path.glob("soak-*")
+    report = json.loads((soak_dir / "soak.json").read_text())
+    assert [entry["run"] for entry in report["runs"]] == [1, 2] and report["not_measured"] == []
+    for entry in report["runs"]:
+        assert entry["busbw_gbps"] > 0 and isinstance(entry["degraded"], bool)
+        assert json.loads((soak_dir / ("run-%02d.json" % entry["run"])).read_text())["world_size"] == 2
+    assert report["baseline"]["runs"] == 2
+    assert "| 2 |" in (soak_dir / "soak.md").read_text()
+
+
+def test_soak_refuses_a_single_run_without_a_baseline(deployed, tmp_path):
+    run = run_playbook("soak.yml", "local", dict(deployed, soak_runs=1, soak_report_dir=str(tmp_path)))
+    assert run.failed
+    assert "soak_runs must be at least 2 (is 1" in " ".join(run.failure_messages())
+    assert list(tmp_path.iterdir()) == []

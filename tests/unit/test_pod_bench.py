@@ -1,0 +1,88 @@
+"""files/bin/mlinfra-pod-bench: one pod's part of the benchmark that
+verify-rdma runs in every training pod at once. Here two processes of this
+machine play pods h-kim-0 and h-kim-1: each starts its own torchrun node
+(gloo on the CPU, torch from .work/venv-workload) and prints one JSON object.
+"""
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils import pod_bench
+from test_collective_bench_gloo import PYTHON, REPO, TIMEOUT, workload_python  # noqa: F401 (a fixture)
+
+LAUNCHER = os.path.join(REPO, "files", "bin", "mlinfra-pod-bench")
+BENCH_ARGS = ["--", "--ops", "all_reduce,all_gather", "-b", "4K", "-e", "64K", "-f", "4", "-w", "1", "-n", "3"]
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_pod(pod, arguments, workdir):
+    env = dict(os.environ, POD_NAME=pod, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    env.pop("MLINFRA_PLUGINS_DIR", None)
+    return subprocess.Popen([PYTHON, LAUNCHER, "--workdir", str(workdir)] + arguments, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+
+
+def finish(process):
+    out, err = process.communicate(timeout=TIMEOUT)
+    assert process.returncode == 0, err
+    return json.loads(out)
+
+
+def test_the_ordinal_of_the_pod_name_is_the_node_rank():
+    assert pod_bench.ordinal_of("h-kim-0") == 0
+    assert pod_bench.ordinal_of("llama-train-12") == 12
+    with pytest.raises(ValueError, match="pass --node-rank"):
+        pod_bench.ordinal_of("gpu-worker-a")
+
+
+@pytest.mark.parametrize("arguments, environ, words", [
+    (["--nnodes", "2"], {"POD_NAME": "h-kim-2", "MASTER_ADDR": "x"}, "node rank 2 is outside 0..1"),
+    (["--nnodes", "2"], {"POD_NAME": "h-kim-0"}, "no --master-addr and no MASTER_ADDR"),
+    (["--nnodes", "2"], {"HOSTNAME": "node-a.example", "MASTER_ADDR": "x"}, "cannot tell this pod's node rank"),
+    (["--nnodes", "2", "--timeout", "0"], {"POD_NAME": "h-kim-0", "MASTER_ADDR": "x"}, "--timeout must be at least 1"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(capsys, arguments, environ, words):
+    with pytest.raises(SystemExit) as exited:
+        pod_bench.main(arguments, environ=environ, bench="/nonexistent")
+    assert exited.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_two_pods_benchmark_together_and_pod_0_reports_the_document(workload_python, tmp_path):
+    port = str(free_port())
+    common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--mode", "rdma",
+              "--timeout", "200"] + BENCH_ARGS
+    pods = [start_pod("h-kim-%d" % index, common, tmp_path / str(index)) for index in (0, 1)]
+    leader, other = [finish(process) for process in pods]
+    for index, result in enumerate((leader, other)):
+        assert result["node_rank"] == index and result["exit_code"] == 0 and result["error"] is None, result
+        assert result["command"][1:4] == ["-m", "torch.distributed.run", "--nnodes"]
+        # gloo writes no NCCL lines: the transport is not judged, never passed.
+        assert result["transport"]["status"] == "skip" and "no NCCL lines" in result["transport"]["message"]
+        assert os.path.isfile(result["log"])
+    assert other["document"] is None
+    document = leader["document"]
+    assert document["world_size"] == 2 and document["backend"] == "gloo" and document["verdict"] == "pass"
+    for op in ("all_reduce", "all_gather"):
+        rows = document["ops"][op]["rows"]
+        assert [row["size"] for row in rows] == [4096, 16384, 65536]
+        # The sums (all_reduce) and the gathered pieces were checked element by element.
+        assert all(row["status"] == "measured" and row["wrong"] == 0 and row["busbw_gbps"] > 0 for row in rows)
+
+
+def test_a_pod_whose_partner_never_comes_reports_a_timeout_not_a_result(workload_python, tmp_path):
+    arguments = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                 "--timeout", "8"] + BENCH_ARGS
+    result = finish(start_pod("h-kim-0", arguments, tmp_path))
+    assert result["timed_out"] is True and result["error"] == "timed out after 8s"
+    assert result["document"] is None and result["exit_code"] != 0
+    assert result["transport"]["status"] == "skip"
