@@ -6,6 +6,12 @@
 #       tcp mode, and mlinfra-autodetect, on this host; raw nvidia-smi and
 #       sysfs listings beside them for comparison.
 #
+#   tools/gpu/measure.sh pod-bench OUTDIR
+#       mlinfra-pod-bench as verify-rdma runs it in a pod, as the only node of
+#       the job with one process per GPU of this host (NCCL, NCCL_DEBUG=INFO):
+#       its JSON result, the NCCL log it recorded, and mlinfra-nccl-log's
+#       verdicts on that log in rdma and tcp mode.
+#
 # Results go to OUTDIR (created). NVLink SHARP / multicast stays off in every
 # run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 # NVSHMEM_DISABLE_NVLS=1.
@@ -15,7 +21,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-what="${1:?usage: measure.sh node-report|... OUTDIR}"
+what="${1:?usage: measure.sh node-report|pod-bench OUTDIR}"
 out="${2:?usage: measure.sh $what OUTDIR}"
 mkdir -p "$out"
 PY="${PYTHON:-python3}"
@@ -42,7 +48,33 @@ node_report() {
   cat "$out"/node-check-rdma.txt "$out"/node-check-tcp.txt "$out/autodetect.env"
 }
 
+pod_bench() {
+  local gpus
+  gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+    --nproc-per-node "$gpus" --mode rdma --timeout 400 --workdir "$out/pod-bench" \
+    -- --ops all_reduce,all_gather -b 1M -e 1G > "$out/pod-bench.json" 2> "$out/pod-bench.stderr"
+  echo "pod-bench exit status: $?"
+  for mode in rdma tcp; do
+    "$PY" "$ROOT/files/bin/mlinfra-nccl-log" --mode "$mode" "$out/pod-bench/bench-node0.log" > "$out/nccl-log-$mode.txt" 2>&1
+    echo "nccl-log $mode exit status: $?" >> "$out/nccl-log-$mode.txt"
+  done
+  "$PY" - "$out/pod-bench.json" <<'PYEOF'
+import json, sys
+result = json.load(open(sys.argv[1]))
+print("exit_code", result["exit_code"], "error", result["error"], "seconds", result["seconds"])
+print("transport", result["transport"]["status"], result["transport"]["message"])
+print("nccl", json.dumps(result["nccl"]))
+document = result["document"] or {}
+for op, block in (document.get("ops") or {}).items():
+    for row in block["rows"]:
+        print(op, row["size"], row["busbw_gbps"], row["wrong"])
+PYEOF
+  cat "$out"/nccl-log-*.txt
+}
+
 case "$what" in
   node-report) node_report ;;
+  pod-bench) pod_bench ;;
   *) echo "unknown measurement: $what" >&2; exit 2 ;;
 esac

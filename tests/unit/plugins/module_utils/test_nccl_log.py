@@ -1,8 +1,9 @@
 """Reading NCCL_DEBUG=INFO logs and judging the transport NCCL used.
 
 The logs under tests/fixtures/nccl-logs were written by hand from NCCL's
-line formats, not recorded (that directory's README says which line follows
-which real format); so are the lines built inside the tests below. CASES
+line formats, except those under recorded/ (that directory's README says which
+line follows which real format, and where the recorded ones come from); the
+lines built inside the tests below are written too. CASES
 holds the expected results of every fixture: a log added there without an
 entry here fails test_every_fixture_has_expected_results.
 """
@@ -63,6 +64,13 @@ CASES = {
     "no-nccl-lines.log": {
         "nccl_version": None, "net": None, "net_source": None, "gpudirect": None, "nodes": None, "hosts": [],
         "link_layers": [], "channels": {}, "rdma": "skip", "tcp": "skip",
+    },
+    # Recorded (README): one H100 without RDMA devices, NCCL 2.28.9. IB found
+    # no device, NCCL selected sockets; one rank made no connection. In rdma
+    # mode that selection is the failure; in tcp mode nothing was crossed.
+    "recorded/h100-1gpu-socket-selected.log": {
+        "nccl_version": "2.28.9", "net": "Socket", "net_source": "selection", "gpudirect": None, "nodes": 1,
+        "hosts": ["vm"], "link_layers": [], "channels": {}, "rdma": "fail", "tcp": "skip",
     },
 }
 
