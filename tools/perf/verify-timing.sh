@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Times verify-rdma.yml's node checks (-e verify_pod_checks=false) on the
+# local cluster for 2, 6 and 32 GPU nodes, each RUNS times (default 2, the
+# node counts taking turns so that a change of load hits them alike), and
+# prints the wall times, the cost per node, and where the time went (the
+# slowest tasks of each node count's first run, from the profile_tasks
+# callback).
+#   bash tools/perf/verify-timing.sh [OUTDIR]        (RUNS=3 bash ... for more runs)
+# 2 nodes: the first two of the inventory's cluster_gpu_nodes; 6: all of them
+# (three are deliberately unhealthy; -e verify_fail_on=never lets the play
+# pass anyway); 32: those six and 26 extra fake nodes moc-perf-01..26, cloned
+# from the healthy moc-r4pcc04u09-nairr (labels, taints, capacity,
+# allocatable and its snapshot annotation; kwok plays every node), created
+# here and deleted at the end, also when a run fails or the script is
+# interrupted. Each run writes its reports under OUTDIR; the namespace is
+# deleted at the end.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+OUT="${1:-$ROOT/.work/perf/verify-timing}"
+RUNS="${RUNS:-2}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"  # the playbook would take a relative path as relative to playbooks/
+KUBECTL=(bash tools/localcluster/cluster.sh kubectl)
+SOURCE=moc-r4pcc04u09-nairr
+EXTRA=26
+PERF_LABEL=mlinfra.io/perf-node=verify-timing
+NS="perf-verify-$$"
+SIZES=(2 6 32)
+
+remove_extra_nodes() {
+  "${KUBECTL[@]}" delete node -l "$PERF_LABEL" --ignore-not-found --wait=true >/dev/null
+}
+# shellcheck disable=SC2329  # run by the EXIT trap
+cleanup() {
+  "${KUBECTL[@]}" delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s >/dev/null || true
+  remove_extra_nodes || echo "could not delete the extra nodes: ${KUBECTL[*]} delete node -l $PERF_LABEL" >&2
+}
+
+bash tools/localcluster/cluster.sh up >/dev/null
+trap cleanup EXIT
+# Interrupted (kill, Ctrl-C): bash runs these once the playbook of the moment
+# has ended, so that it does not re-create the namespace after the cleanup.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+remove_extra_nodes  # left by an interrupted run
+
+# The extra nodes: copies of $SOURCE, created (status included: the API
+# server keeps a node's status on create) in one request. They keep the
+# annotation kwok.x-k8s.io/node=fake, kwok's mark of its fake nodes (this
+# cluster's kwok manages all nodes, but the mark keeps them kwok's under
+# kwok's usual --manage-nodes-with-annotation-selector too), and
+# localcluster.mlinfra.io/inventory, so that `cluster.sh up` also deletes any
+# that an unclean exit left behind (they are not in the inventory).
+"${KUBECTL[@]}" get node "$SOURCE" -o json | .venv/bin/python -c '
+import json, sys
+source, count, label = json.load(sys.stdin), int(sys.argv[1]), sys.argv[2].split("=", 1)
+meta, status = source["metadata"], source["status"]
+items = []
+for index in range(1, count + 1):
+    name = "moc-perf-%02d" % index
+    labels = dict(meta["labels"], **{"kubernetes.io/hostname": name, label[0]: label[1]})
+    annotations = {k: v for k, v in meta["annotations"].items()
+                   if k.startswith(("kwok.x-k8s.io/", "localcluster.mlinfra.io/"))}
+    items.append({"apiVersion": "v1", "kind": "Node",
+                  "metadata": {"name": name, "labels": labels, "annotations": annotations},
+                  "spec": {"taints": source["spec"].get("taints", [])},
+                  "status": {k: status[k] for k in ("addresses", "capacity", "allocatable", "nodeInfo")}})
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
+' "$EXTRA" "$PERF_LABEL" | "${KUBECTL[@]}" create -f - >/dev/null
+"${KUBECTL[@]}" wait node -l "$PERF_LABEL" --for=condition=Ready --timeout=60s >/dev/null
+
+mapfile -t INVENTORY_NODES < <(.venv/bin/python -c '
+import yaml
+print("\n".join(yaml.safe_load(open("inventories/local/group_vars/all/cluster.yml"))["cluster_gpu_nodes"]))')
+mapfile -t EXTRA_NODES < <("${KUBECTL[@]}" get node -l "$PERF_LABEL" -o name | sed 's|^node/||' | sort)
+ALL_NODES=("${INVENTORY_NODES[@]}" "${EXTRA_NODES[@]}")
+if (( ${#ALL_NODES[@]} != 32 )); then
+  echo "expected 32 GPU nodes, have ${#ALL_NODES[@]}: ${ALL_NODES[*]}" >&2
+  exit 1
+fi
+
+# One task's time from a run's TASKS RECAP (0 when it did not run).
+task_seconds() {
+  sed -n '/^TASKS RECAP/,$p' "$1" | grep -F -- "$2" | grep -o '[0-9.]*s$' | tr -d s | head -1 | grep . || echo 0
+}
+
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
+status=0
+declare -A TIMES CHECKS
+for run in $(seq 1 "$RUNS"); do
+  for n in "${SIZES[@]}"; do
+    nodes_json=$(printf '"%s",' "${ALL_NODES[@]:0:$n}")
+    log="$OUT/nodes-$n-run-$run.log"
+    result=ok
+    start=$(date +%s.%N)
+    ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks .venv/bin/ansible-playbook playbooks/verify-rdma.yml \
+      -i inventories/local -e "cluster_namespace=$NS" -e verify_pod_checks=false -e verify_fail_on=never \
+      -e "verify_report_dir=$OUT/reports-$n" -e "{\"cluster_gpu_nodes\": [${nodes_json%,}]}" >"$log" 2>&1 \
+      || { result="FAILED, see $log"; status=1; }
+    end=$(date +%s.%N)
+    seconds=$(echo "$end - $start" | bc)
+    checks=$(task_seconds "$log" "Run the node checks in every probe")
+    # A node that was not checked would make the time meaningless.
+    checked=$(grep -cE "msg: .?[^ :]+: (PASS|WARN|FAIL)" "$log" || true)
+    if (( checked != n )); then
+      result="only $checked of $n nodes checked, see $log"
+      status=1
+    fi
+    TIMES[$n]+="$seconds "
+    CHECKS[$n]+="$checks "
+    printf 'nodes=%-2s run %s: %5.1f s (node checks task %s s, load %s), %s\n' "$n" "$run" "$seconds" "$checks" \
+      "$(cut -d' ' -f1 /proc/loadavg)" "$result"
+  done
+done
+
+mean() { tr ' ' '\n' | grep . | awk '{ s += $1 } END { printf "%.2f", s / NR }'; }
+echo
+echo "| nodes | runs (s) | mean (s) | mean / node (s) | node checks task, mean (s) |"
+echo "|---|---|---|---|---|"
+declare -A MEAN CMEAN
+for n in "${SIZES[@]}"; do
+  read -ra times <<<"${TIMES[$n]}"
+  read -ra checks <<<"${CHECKS[$n]}"
+  MEAN[$n]=$(mean <<<"${TIMES[$n]}")
+  CMEAN[$n]=$(mean <<<"${CHECKS[$n]}")
+  printf '| %s | %s | %s | %.2f | %s (%s) |\n' "$n" "$(printf '%.1f, ' "${times[@]}" | sed 's/, $//')" "${MEAN[$n]}" \
+    "$(echo "${MEAN[$n]} / $n" | bc -l)" "${CMEAN[$n]}" "$(printf '%s, ' "${checks[@]}" | sed 's/, $//')"
+done
+printf '32 nodes / 2 nodes: %.2fx the wall time (16x would be one node after the other); each node beyond 2 adds %.3f s\n' \
+  "$(echo "${MEAN[32]} / ${MEAN[2]}" | bc -l)" "$(echo "(${MEAN[32]} - ${MEAN[2]}) / 30" | bc -l)"
+printf 'node checks task alone: 32 nodes / 2 nodes %.2fx\n' "$(echo "${CMEAN[32]} / ${CMEAN[2]}" | bc -l)"
+for n in "${SIZES[@]}"; do
+  echo "slowest tasks, nodes=$n, run 1:"
+  sed -n '/^TASKS RECAP/,$p' "$OUT/nodes-$n-run-1.log" | grep -- '---' | head -8 | sed 's/^/    /'
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"
