@@ -57,6 +57,8 @@ def run_with_timeout(command, env, log_path, timeout):
     """Runs command with its output to log_path; on timeout kills its whole
     process group (torchrun and its workers). Returns (exit code, timed out)."""
     with open(log_path, "wb") as log:
+        # Not a module: this runs in the pod, with no AnsibleModule to run commands.
+        # pylint: disable-next=ansible-bad-function,consider-using-with
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -167,5 +169,5 @@ def main(argv=None, environ=None, bench=None):
                                                                       options.nnodes))
     if options.nproc_per_node < 1 or options.timeout < 1:
         parser.error("--nproc-per-node and --timeout must be at least 1")
-    print(json.dumps(run_node(options, environ), sort_keys=True))
+    sys.stdout.write(json.dumps(run_node(options, environ), sort_keys=True) + "\n")
     return 0

@@ -369,6 +369,31 @@ def test_a_failing_shipped_init_container_leaves_the_pod_not_ready(api_client, n
     assert not is_ready(core.read_namespaced_pod("failing", namespace))
 
 
+def test_a_deleted_pods_detached_processes_end_with_it(api_client, namespace):
+    """A command exec'd into a fake pod is a process of this machine; one
+    that detached itself (as a training launch does) must not outlive the
+    pod, as it would not outlive a real pod's containers."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "demo-bg"},
+                                                  "data": {"detect.py": SHIPPED_SCRIPT}})
+    core.create_namespaced_pod(namespace, pod_with_shipped_init("detached", "demo-bg"))
+    wait_for("the pod to be Ready", lambda: is_ready(core.read_namespaced_pod("detached", namespace)))
+    out, err, status = exec_in(api_client, "detached", namespace, [
+        "sh", "-c", "setsid sleep 1234 </dev/null >/dev/null 2>&1 & echo $!"])
+    assert status["status"] == "Success", (out, err)
+    pid = int(out.strip())
+    assert os.path.exists("/proc/%d" % pid)
+    core.delete_namespaced_pod("detached", namespace, grace_period_seconds=0)
+
+    def ended():
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+    wait_for("the detached process to end", ended)
+
+
 def test_pod_logs_come_through_the_api(api_client, namespace, trainer):
     core = client.CoreV1Api(api_client)
     pod = trainer[0]

@@ -925,6 +925,47 @@ def container_env(pod: dict, container: dict) -> list[dict]:
     return env
 
 
+def process_running(pid: int) -> bool:
+    """Whether pid is a process that has not ended (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_pod_processes(pdir: Path, grace: float = 2.0) -> list[int]:
+    """Ends what a deleted pod's exec sessions left running, as a kubelet
+    stops a pod's containers: SIGTERM, SIGKILL after the grace period. Here
+    an exec is a process of this machine, and a detached one (a training
+    launch) would outlive its pod; each carries its pod's MLINFRA_POD_LOG,
+    which lies in the pod's directory."""
+    marker = b"MLINFRA_POD_LOG=" + str(pdir).encode() + b"/"
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(item.startswith(marker) for item in environ):
+            found.append(int(entry))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in found:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except OSError:
+                pass
+        deadline = time.time() + (grace if sig == signal.SIGTERM else 0)
+        while alive and time.time() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in alive if process_running(pid)]
+        found = alive
+    return found
+
+
 class PodSync:
     # How often a pod whose volume could not be mounted is tried again (a
     # kubelet retries too: the ConfigMap may be created after the pod).
@@ -1091,6 +1132,7 @@ class PodSync:
         pdir = self.pod_dir(pod)
         try:
             if (pdir / ".uid").read_text() == pod["metadata"]["uid"]:
+                stop_pod_processes(pdir)
                 shutil.rmtree(pdir, ignore_errors=True)
         except OSError:
             pass
