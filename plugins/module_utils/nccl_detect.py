@@ -8,7 +8,9 @@ torchrun's) own default is worse, and say why; every variable that is left
 unset gets its reason too. A user value always wins.
 
 Standard library only: shared by the ``nccl_env`` module and the in-pod
-command ``mlinfra-autodetect`` (the autodetect init container).
+commands ``mlinfra-autodetect`` (the autodetect init container, which writes
+nccl.env with render_env_file) and ``mlinfra-train`` (which reads it back
+with read_env_file).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 import glob
 import os
 import re
+import shlex
 import sys
 
 from .node_facts import roce_v2_ipv4_gids
@@ -307,6 +310,39 @@ def render_env_file(result):
             lines.append("export %s=%s" % (detail["name"], shell_quote(detail["value"])))
     lines.append("export DETECTED_TRANSPORT=%s" % shell_quote(result["transport"]))
     return "\n".join(lines) + "\n"
+
+
+_ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# A value as shell_quote writes it ('...' and "'" pieces), or a plain word:
+# nothing that a shell would expand.
+_ENV_VALUE = re.compile(r"""^(?:'[^']*'|"'"|[\w./,:=+@%-])*$""")
+
+
+def parse_env_file(text):
+    """The variables of a file render_env_file wrote, {name: value} in file
+    order, without running a shell: comments and blank lines are skipped,
+    values are unquoted as sh would. Raises ValueError, naming the line, on
+    anything else (the file is not one render_env_file wrote)."""
+    env = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ENV_LINE.match(stripped)
+        try:
+            words = shlex.split(match.group(2)) if match and _ENV_VALUE.match(match.group(2)) else None
+        except ValueError:
+            words = None
+        if words is None or len(words) > 1:
+            raise ValueError("line %d is not NAME=VALUE as render_env_file writes: %r" % (number, line[:80]))
+        env[match.group(1)] = words[0] if words else ""
+    return env
+
+
+def read_env_file(path):
+    """parse_env_file of a file (the nccl.env of mlinfra-autodetect)."""
+    with open(path) as handle:
+        return parse_env_file(handle.read())
 
 
 # What every pod of one job must share, and what it should: NCCL ranks on a

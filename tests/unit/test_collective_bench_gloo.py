@@ -13,26 +13,12 @@ import sys
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
+from conftest import WORKLOAD_PYTHON as PYTHON  # noqa: F401 (the other torchrun tests import it from here)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PYTHON = os.path.join(REPO, ".work", "venv-workload", "bin", "python")
 TOOL = os.path.join(REPO, "files", "bin", "mlinfra-nccl-bench")
 ALL_OPS = ",".join(cb.OPS)
 TIMEOUT = 300
-
-
-@pytest.fixture(scope="module")
-def workload_python():
-    """The workload environment's python, or a failure saying how to get it:
-    a missing environment must not pass as skipped tests."""
-    if not os.access(PYTHON, os.X_OK):
-        pytest.fail("%s does not exist: run `bash scripts/setup.sh` to create .work/venv-workload (torch)" % PYTHON)
-    probe = subprocess.run([PYTHON, "-c", "import torch, torch.distributed; print(torch.__version__)"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                           timeout=TIMEOUT, check=False)
-    if probe.returncode != 0:
-        pytest.fail("%s cannot import torch: run `bash scripts/setup.sh`\n%s" % (PYTHON, probe.stdout[-2000:]))
-    return PYTHON
 
 
 def _environment():

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import pod_bench
-from test_collective_bench_gloo import PYTHON, REPO, TIMEOUT, workload_python  # noqa: F401 (a fixture)
+from test_collective_bench_gloo import PYTHON, REPO, TIMEOUT
 
 LAUNCHER = os.path.join(REPO, "files", "bin", "mlinfra-pod-bench")
 BENCH_ARGS = ["--", "--ops", "all_reduce,all_gather", "-b", "4K", "-e", "64K", "-f", "4", "-w", "1", "-n", "3"]

@@ -1,0 +1,102 @@
+"""train.yml run by ansible-playbook against the local cluster: each fake
+pod's exec runs mlinfra-train on this machine, so two "nodes" rendezvous on
+127.0.0.1 and train the collection's tiny language model over gloo on the CPU
+(inventories/local/group_vars/all/train.yml)."""
+
+import json
+import os
+import uuid
+
+import pytest
+from ansible_cli import run_playbook
+from kubernetes import client
+
+pytestmark = pytest.mark.integration
+
+HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
+APP = "h-kim"
+
+
+@pytest.fixture(scope="module")
+def deployed(api_client):
+    settings = {"cluster_namespace": "train-%s" % uuid.uuid4().hex[:6], "cluster_gpu_nodes": HEALTHY}
+    run = run_playbook("deploy.yml", "local", settings)
+    assert not run.failed, run.failure_messages()
+    yield settings
+    run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
+    try:
+        client.CoreV1Api(api_client).delete_namespace(settings["cluster_namespace"])
+    except client.ApiException as err:
+        assert err.status == 404
+
+
+def launched_processes(token_prefix):
+    """Processes of this machine whose environment holds a launch token of
+    a run (every process of a launch carries MLINFRA_TRAIN_TOKEN)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if any(item.startswith(b"MLINFRA_TRAIN_TOKEN=") for item in environ) and token_prefix in cmdline:
+            found.append((pid, cmdline))
+    return found
+
+
+def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path):
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-ok", train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (said,) = run.results("Report the run")
+    assert "run demo-ok succeeded on 2 pod(s) x 1 process(es)" in said["msg"]
+    summary = json.loads((tmp_path / "demo-ok" / "summary.json").read_text())
+    assert summary["throughput"]["throughput"] > 0 and summary["throughput"]["format"] == "torchtitan"
+    states = [status["state"] for status in summary["status"]]
+    assert states == ["succeeded", "succeeded"]
+    for status in summary["status"]:
+        # The tiny model learns: bytes are far from uniform (ln 256 = 5.55).
+        assert status["first_loss"] > status["latest_loss"] + 1.0 and status["metrics"]["step"] == 30
+    for pod in (APP + "-0", APP + "-1"):
+        log = (tmp_path / "demo-ok" / (pod + ".log")).read_text()
+        assert "NCCL" in log and "step: 30" in log
+    assert launched_processes("demo-ok") == []
+
+
+def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-fail", train_logs_dir=str(tmp_path),
+                                                  train_args=["--steps", "30", "--fail-on-rank", "1"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "run demo-fail failed:" in message and "failed (exit status" in message
+    # The failing worker's own words, not only torchrun's summary.
+    assert "last lines of" in message and "rank 1 fails on purpose at step 3" in message, message
+    assert launched_processes("demo-fail") == []
+
+
+def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-slow", train_logs_dir=str(tmp_path),
+                                                  train_timeout=20, train_args=["--steps", "1000000"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "run demo-slow was still running after train_timeout=20 s; every rank was stopped (0 pod(s) left" in message
+    assert launched_processes("demo-slow") == []
+
+
+def test_a_replica_count_that_differs_from_the_deployed_one_is_refused(deployed, tmp_path):
+    # Three named nodes, so that replicas=3 passes the inventory's own checks.
+    run = run_playbook("train.yml", "local", dict(deployed, replicas=3, train_logs_dir=str(tmp_path),
+                                                  cluster_gpu_nodes=HEALTHY + ["moc-r4pcc04u12-nairr"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "the StatefulSet runs 2 replicas but replicas=3 here" in message
+    assert "playbooks/scale.yml -i inventories/local -e replicas=3, or train with -e replicas=2" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_settings_fail_before_anything_starts(deployed, tmp_path):
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_dir="/etc", train_logs_dir=str(tmp_path)))
+    assert run.failed
+    assert "train_run_dir a relative path inside the workspace (is '/etc')" in " ".join(run.failure_messages())
