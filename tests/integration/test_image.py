@@ -124,7 +124,8 @@ def test_a_build_is_started_once_per_change_of_its_inputs(api_client, image_ns):
     assert bc["spec"]["source"]["dockerfile"] == containerfile
     assert bc["spec"]["source"]["configMaps"] == [
         {"configMap": {"name": APP + "-autodetect-code"}, "destinationDir": "plugins/module_utils"},
-        {"configMap": {"name": APP + "-autodetect-bin"}, "destinationDir": "files/bin"}]
+        {"configMap": {"name": APP + "-autodetect-bin"}, "destinationDir": "files/bin"},
+        {"configMap": {"name": APP + "-autodetect-train"}, "destinationDir": "files/train"}]
     assert bc["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": APP + ":0.1.0"}
     assert bc["spec"]["triggers"] == [] and bc["spec"]["runPolicy"] == "Serial"
     args = dict((a["name"], a["value"]) for a in bc["spec"]["strategy"]["dockerStrategy"]["buildArgs"])
@@ -241,7 +242,7 @@ def test_without_the_autodetect_configmaps_it_says_to_run_that_role_first(api_cl
     run = image_role("main", openshift(image_ns))
     assert run.failed
     messages = " ".join(run.failure_messages())
-    assert "%s-autodetect-code, %s-autodetect-bin not found" % (APP, APP) in messages, messages
+    assert "%s-autodetect-code, %s-autodetect-bin, %s-autodetect-train not found" % (APP, APP, APP) in messages, messages
     assert "--tags autodetect,image" in messages
     assert objects(api_client, image_ns, IMAGE_GROUP, "imagestreams") == []
 

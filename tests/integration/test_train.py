@@ -85,6 +85,21 @@ def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):
     assert launched_processes("demo-slow") == []
 
 
+def test_soak_repeats_a_short_training_run_and_judges_each(deployed, tmp_path):
+    run = run_playbook("soak.yml", "local", dict(deployed, soak_workload="train", soak_runs=2,
+                                                 soak_report_dir=str(tmp_path), soak_fail_on_degraded=False,
+                                                 train_args=["--steps", "20", "--log-freq", "2"]))
+    assert not run.failed, run.failure_messages()
+    (soak_dir,) = tmp_path.glob("soak-*")
+    report = json.loads((soak_dir / "soak.json").read_text())
+    assert report["workload"] == "train" and report["not_measured"] == []
+    assert [entry["run"] for entry in report["runs"]] == [1, 2]
+    for entry in report["runs"]:
+        assert entry["throughput"] > 0 and entry["unit"] == "tokens/s" and isinstance(entry["degraded"], bool)
+        assert sorted(pod["node"] for pod in entry["pods"]) == HEALTHY
+        assert os.path.isfile(entry["file"]) and "step: 20" in open(entry["file"]).read()
+
+
 def test_a_replica_count_that_differs_from_the_deployed_one_is_refused(deployed, tmp_path):
     # Three named nodes, so that replicas=3 passes the inventory's own checks.
     run = run_playbook("train.yml", "local", dict(deployed, replicas=3, train_logs_dir=str(tmp_path),

@@ -107,7 +107,8 @@ def test_what_it_copies_is_the_build_context_the_buildconfig_provides():
 def test_the_in_pod_code_lands_where_the_statefulset_mounts_and_runs_it():
     template = STATEFULSET.read_text()
     destination = dict((source.rstrip("/"), target.rstrip("/")) for source, target in copies())
-    for volume, source in (("autodetect-code", "plugins/module_utils"), ("autodetect-bin", "files/bin")):
+    for volume, source in (("autodetect-code", "plugins/module_utils"), ("autodetect-bin", "files/bin"),
+                           ("autodetect-train", "files/train")):
         mounts = set(re.findall(r"\{name: %s, mountPath: ([^,}]+)" % volume, template))
         assert mounts == {destination[source]}, (volume, mounts, destination[source])
     command = re.search(r"command: \[python3, (/\S+)\]", template).group(1)
