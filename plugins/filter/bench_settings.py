@@ -45,7 +45,6 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.six import string_types
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.collective_bench import (
     OPS, check_thresholds_apply, parse_size, parse_thresholds, size_range)
@@ -56,7 +55,7 @@ def bench_settings(settings):
         raise AnsibleFilterError("bench_settings takes a dict of settings, got %s" % type(settings).__name__)
     problems = []
     ops = settings.get("ops")
-    if not isinstance(ops, list) or not ops or not all(isinstance(op, string_types) for op in ops):
+    if not isinstance(ops, list) or not ops or not all(isinstance(op, str) for op in ops):
         problems.append("ops %r: give a list of one or more of %s" % (ops, ", ".join(OPS)))
     else:
         problems.extend("op %r is not one of %s" % (op, ", ".join(OPS)) for op in ops if op not in OPS)

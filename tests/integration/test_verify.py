@@ -164,8 +164,8 @@ def test_check_mode_creates_no_probes_and_passes_nothing(api_client, verify_ns, 
     ({"verify_bench_line_rate_fraction": 1.5}, "verify_bench_line_rate_fraction above 0 and at most 1 (is 1.5)"),
 ])
 def test_bad_settings_fail_before_any_probe(api_client, verify_ns, tmp_path, extra, words):
-    run = run_playbook("verify-rdma.yml", "local", dict(extra, cluster_namespace=verify_ns,
-                                                         verify_report_dir=str(tmp_path)))
+    run = run_playbook("verify-rdma.yml", "local",
+                       dict(extra, cluster_namespace=verify_ns, verify_report_dir=str(tmp_path)))
     assert run.failed
     messages = " ".join(run.failure_messages())
     assert words in messages, messages

@@ -13,12 +13,14 @@ import sys
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
-from conftest import WORKLOAD_PYTHON as PYTHON  # noqa: F401 (the other torchrun tests import it from here)
+from conftest import WORKLOAD_PYTHON
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(REPO, "files", "bin", "mlinfra-nccl-bench")
 ALL_OPS = ",".join(cb.OPS)
 TIMEOUT = 300
+# The workload python; the other torchrun tests import it from here.
+PYTHON = WORKLOAD_PYTHON
 
 
 def _environment():
