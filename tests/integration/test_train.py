@@ -95,7 +95,7 @@ def test_soak_repeats_a_short_training_run_and_judges_each(deployed, tmp_path):
     assert report["workload"] == "train" and report["not_measured"] == []
     assert [entry["run"] for entry in report["runs"]] == [1, 2]
     for entry in report["runs"]:
-        assert entry["throughput"] > 0 and entry["unit"] == "tokens/s" and isinstance(entry["degraded"], bool)
+        assert entry["throughput"] > 0 and entry["unit"] == "tokens/s per device" and isinstance(entry["degraded"], bool)
         assert sorted(pod["node"] for pod in entry["pods"]) == HEALTHY
         assert os.path.isfile(entry["file"]) and "step: 20" in open(entry["file"]).read()
 
