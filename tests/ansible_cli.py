@@ -1,9 +1,13 @@
 """Running the collection through the ansible and ansible-playbook CLIs, for the tests."""
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import uuid
+
+from kubernetes import client
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.dirname(sys.executable)
@@ -87,3 +91,21 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, t
     proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=timeout, check=False)
     return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr)
+
+
+@contextlib.contextmanager
+def deployment(api_client, prefix, nodes):
+    """deploy.yml of the local inventory in a fresh namespace on `nodes`;
+    afterwards torn down with its workspace volumes and the namespace
+    deleted. Yields the extra variables that name the deployment."""
+    settings = {"cluster_namespace": "%s-%s" % (prefix, uuid.uuid4().hex[:6]), "cluster_gpu_nodes": nodes}
+    run = run_playbook("deploy.yml", "local", settings)
+    assert not run.failed, run.failure_messages()
+    try:
+        yield settings
+    finally:
+        run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
+        try:
+            client.CoreV1Api(api_client).delete_namespace(settings["cluster_namespace"])
+        except client.ApiException as err:
+            assert err.status == 404

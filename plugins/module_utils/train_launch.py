@@ -327,12 +327,21 @@ def _write_atomically(path, text):
     os.rename(tmp, path)
 
 
-def read_launch(run_dir):
+_UNREADABLE = object()
+
+
+def _read_json_file(run_dir, name):
+    """The JSON value of a run directory's file, or _UNREADABLE when it is
+    missing or not JSON."""
     try:
-        with open(os.path.join(run_dir, LAUNCH_FILE)) as handle:
-            launch = json.load(handle)
+        with open(os.path.join(run_dir, name)) as handle:
+            return json.load(handle)
     except (IOError, OSError, ValueError):
-        return None
+        return _UNREADABLE
+
+
+def read_launch(run_dir):
+    launch = _read_json_file(run_dir, LAUNCH_FILE)
     return launch if isinstance(launch, dict) else None
 
 
@@ -347,10 +356,8 @@ def read_exit_code(run_dir):
 
 
 def read_stop(run_dir):
-    try:
-        with open(os.path.join(run_dir, STOP_FILE)) as handle:
-            stop = json.load(handle)
-    except (IOError, OSError, ValueError):
+    stop = _read_json_file(run_dir, STOP_FILE)
+    if stop is _UNREADABLE:
         return None
     return stop if isinstance(stop, dict) else {}
 

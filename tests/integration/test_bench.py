@@ -8,11 +8,10 @@ judged."""
 
 import json
 import struct
-import uuid
 import zlib
 
 import pytest
-from ansible_cli import run_playbook
+from ansible_cli import deployment, run_playbook
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -24,15 +23,8 @@ APP = "h-kim"
 @pytest.fixture(scope="module")
 def deployed(api_client):
     """Two training pods on two healthy nodes, shared by the tests here."""
-    settings = {"cluster_namespace": "bench-%s" % uuid.uuid4().hex[:6], "cluster_gpu_nodes": HEALTHY}
-    run = run_playbook("deploy.yml", "local", settings)
-    assert not run.failed, run.failure_messages()
-    yield settings
-    run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
-    try:
-        client.CoreV1Api(api_client).delete_namespace(settings["cluster_namespace"])
-    except client.ApiException as err:
-        assert err.status == 404
+    with deployment(api_client, "bench", HEALTHY) as settings:
+        yield settings
 
 
 def png_size(path):

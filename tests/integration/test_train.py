@@ -5,11 +5,9 @@ pod's exec runs mlinfra-train on this machine, so two "nodes" rendezvous on
 
 import json
 import os
-import uuid
 
 import pytest
-from ansible_cli import run_playbook
-from kubernetes import client
+from ansible_cli import deployment, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -19,15 +17,9 @@ APP = "h-kim"
 
 @pytest.fixture(scope="module")
 def deployed(api_client):
-    settings = {"cluster_namespace": "train-%s" % uuid.uuid4().hex[:6], "cluster_gpu_nodes": HEALTHY}
-    run = run_playbook("deploy.yml", "local", settings)
-    assert not run.failed, run.failure_messages()
-    yield settings
-    run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
-    try:
-        client.CoreV1Api(api_client).delete_namespace(settings["cluster_namespace"])
-    except client.ApiException as err:
-        assert err.status == 404
+    """Two training pods on two healthy nodes, shared by the tests here."""
+    with deployment(api_client, "train", HEALTHY) as settings:
+        yield settings
 
 
 def launched_processes(token_prefix):
