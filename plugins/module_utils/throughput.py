@@ -353,20 +353,29 @@ def parse_log(path, fmt="auto"):
             except ThroughputError as exc:
                 # JSON lines of some other logger: read as lines.
                 not_benchmark = " (%s)" % exc
-        parsers = [cls() for cls in LINE_PARSERS if fmt in ("auto", cls.name)]
-        lines = annotations = 0
-        for line in _read_lines(path):
-            lines += 1
-            if _is_annotation(line):
-                annotations += 1
-                continue
-            line = _ANSI.sub("", line)
-            for parser in parsers:
-                parser.feed(line)
+        return parse_lines(_read_lines(path), fmt, path, not_benchmark)
     except (IOError, OSError) as exc:
         raise ThroughputError("cannot read %s: %s" % (path, exc.strerror or exc))
     except UnicodeDecodeError as exc:
         raise ThroughputError("cannot read %s as text: %s" % (path, exc))
+
+
+def parse_lines(source_lines, fmt="auto", path="the log", not_benchmark=""):
+    """parse_log for lines already read (a log fetched from the API server,
+    for one); path only names them in errors."""
+    if fmt not in FORMATS or fmt == "benchmark":
+        raise ThroughputError("cannot read lines as %r: use one of %s" % (
+            fmt, ", ".join(name for name in FORMATS if name != "benchmark")))
+    parsers = [cls() for cls in LINE_PARSERS if fmt in ("auto", cls.name)]
+    lines = annotations = 0
+    for line in source_lines:
+        lines += 1
+        if _is_annotation(line):
+            annotations += 1
+            continue
+        line = _ANSI.sub("", line)
+        for parser in parsers:
+            parser.feed(line)
     found = []
     for parser in parsers:
         measurements, notes = parser.result()

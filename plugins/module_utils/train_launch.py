@@ -39,7 +39,9 @@ of it.
 Subcommands print exactly one JSON object on standard output. Exit status 0
 whenever they could report, including a launch refused before it started
 (state ``failed-to-start``, with ``error``); 2 when the command line cannot be
-parsed.
+parsed. ``start --wait`` (the container of a Job's pod) stays in the
+foreground instead: the node's log on standard output, then the JSON status,
+and an exit status that says how the run ended (exit_status).
 
 Standard library only: runs in the pods through ``files/bin/mlinfra-train``.
 """
@@ -74,7 +76,10 @@ TOKEN_VARIABLE = "MLINFRA_TRAIN_TOKEN"
 
 RUNNING, SUCCEEDED, FAILED, STOPPED, NOT_STARTED = "running", "succeeded", "failed", "stopped", "not-started"
 FAILED_TO_START, BAD_USAGE = "failed-to-start", "bad-usage"
-WORKLOADS = ("torchtitan", "script")
+WORKLOADS = ("torchtitan", "script", "demo")
+# The collection's tiny language model (--workload demo), where the image and
+# the pods keep the collection's files: beside the plugins directory.
+DEMO_SCRIPT = os.path.join("files", "train", "tiny_lm.py")
 BACKENDS = ("auto", "nccl", "gloo")
 
 DEFAULT_PORT = 29500
@@ -467,11 +472,25 @@ def log_tail(path, count=TAIL_LINES):
 def log_metrics(path):
     """The TorchTitan metrics lines of the log (throughput.py's parser):
     {metrics (the latest line), first_loss, latest_loss, steps_logged}."""
-    empty = {"metrics": None, "first_loss": None, "latest_loss": None, "steps_logged": 0}
     try:
-        parsed = throughput.parse_log(path, "torchtitan")
+        return _metrics_of(throughput.parse_log(path, "torchtitan"))
     except throughput.ThroughputError:
-        return empty
+        return dict(_NO_METRICS)
+
+
+def text_metrics(text):
+    """log_metrics for a log's text (a Job pod's log read from the API
+    server: the train role's progress lines in the Job start modes)."""
+    try:
+        return _metrics_of(throughput.parse_lines(text.replace("\r", "\n").splitlines(), "torchtitan"))
+    except throughput.ThroughputError:
+        return dict(_NO_METRICS)
+
+
+_NO_METRICS = {"metrics": None, "first_loss": None, "latest_loss": None, "steps_logged": 0}
+
+
+def _metrics_of(parsed):
     measurements = parsed["measurements"]
     latest = measurements[-1]
     figures = latest["figures"]
@@ -533,13 +552,28 @@ def _refuse(result, message):
     return result
 
 
-def _resolve(host, port):
-    try:
-        socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    except (socket.gaierror, socket.herror, UnicodeError) as exc:
-        raise LaunchError("the rendezvous host %s does not resolve (%s): torchrun would wait for it until the "
+def _resolve(host, port, timeout=0):
+    """Fails unless host resolves within timeout seconds: a Job's pods start
+    in any order, and pod 0's name resolves once it exists (its service
+    publishes it before it is ready); the exec start mode waits for nothing,
+    its pods are all running already."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            return
+        except (socket.gaierror, socket.herror, UnicodeError) as exc:
+            if time.time() < deadline:
+                time.sleep(min(2.0, max(0.0, deadline - time.time())))
+                continue
+            error = exc
+        break
+    if timeout:
+        raise LaunchError("the rendezvous host %s did not resolve within %d s (%s): did pod 0 of the job start? "
+                          "Its events say why not." % (host, timeout, error))
+    raise LaunchError("the rendezvous host %s does not resolve (%s): torchrun would wait for it until the "
                           "rendezvous times out. Is pod 0 running and ready (its headless-service name resolves "
-                          "only then), and is the name right?" % (host, exc))
+                          "only then), and is the name right?" % (host, error))
 
 
 def _missing_modules(python, modules):
@@ -588,14 +622,23 @@ def _settle(options, environ):
             raise LaunchError("MASTER_PORT=%r is not a port number; pass --rdzv-port" % environ.get("MASTER_PORT"))
     if not 0 < port < 65536:
         raise LaunchError("rendezvous port %d is not a port number" % port)
-    _resolve(host, port)
+    _resolve(host, port, options.resolve_timeout)
     options.workdir = os.path.abspath(options.workdir or os.getcwd())
     if not os.path.isdir(options.workdir):
         raise LaunchError("--workdir %s is not a directory" % options.workdir)
     # Relative paths are the run's, which runs in the working directory.
     options.script, options.config = [os.path.join(options.workdir, path) if path else path
                                       for path in (options.script, options.config)]
-    if options.workload == "script":
+    if options.workload == "demo":
+        if options.override or options.script:
+            raise LaunchError("--workload demo runs the collection's tiny_lm.py: no --script, no --override; give "
+                              "its options after --")
+        plugins = environ.get("MLINFRA_PLUGINS_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        options.script = os.path.normpath(os.path.join(plugins, "..", DEMO_SCRIPT))
+        if not os.path.isfile(options.script):
+            raise LaunchError("the demo's %s is not in this pod (the autodetect-train ConfigMap mounts it)"
+                              % options.script)
+    elif options.workload == "script":
         if not options.script:
             raise LaunchError("--workload script needs --script PATH")
         if not os.path.isfile(options.script):
@@ -810,6 +853,68 @@ def stop(run_dir, grace=DEFAULT_GRACE):
     return result
 
 
+# ------------------------------------------------------------- foreground
+
+def _copy_new(path, position, out):
+    """Writes what path gained since position to out; the new position."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(position)
+            data = handle.read()
+    except (IOError, OSError):
+        return position
+    if data:
+        out.write(data.decode("utf-8", "replace"))
+        out.flush()
+    return position + len(data)
+
+
+def exit_status(result):
+    """The process exit status that tells how the run ended: 0 only when it
+    succeeded; torchrun's own status when it failed; 128 + the signal when a
+    signal ended it (as a shell reports it); 1 otherwise."""
+    code = result.get("exit_code")
+    if result.get("state") == SUCCEEDED:
+        return 0
+    if isinstance(code, int) and code < 0:
+        return 128 + (-code)
+    if isinstance(code, int) and 0 < code < 256:
+        return code
+    return 1
+
+
+def wait(result, out, grace=DEFAULT_GRACE, poll=1.0):
+    """For ``start --wait``: copies the node's log to out while torchrun runs
+    (a Job's container log is then the node's log), stops the run on
+    SIGTERM or SIGINT (Kubernetes deleting the pod) and returns the final
+    status. A start that was refused is returned as it is."""
+    if not (result.get("started") or result.get("already_running")):
+        return result
+    run_dir = result["run_dir"]
+    launch = read_launch(run_dir)
+    received = []
+
+    def note(number, frame):  # pylint: disable=unused-argument
+        received.append(number)
+
+    previous = dict((number, signal.signal(number, note)) for number in (signal.SIGTERM, signal.SIGINT))
+    position, stopped = 0, False
+    try:
+        while True:
+            position = _copy_new(launch["log"], position, out)
+            if received and not stopped:
+                stop(run_dir, grace)
+                stopped = True
+            if read_exit_code(run_dir)[0] is not None or not launch_processes(launch):
+                break
+            time.sleep(poll)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    _copy_new(launch["log"], position, out)
+    return status(run_dir)
+
+
 # --------------------------------------------------------------------- CLI
 
 class _Parser(argparse.ArgumentParser):
@@ -841,8 +946,8 @@ def build_parser():
     run.add_argument("--backend-hint", choices=BACKENDS, default="auto",
                      help="exported as MLINFRA_TRAIN_BACKEND to the workload (tiny_lm.py reads it); auto: unset")
     run.add_argument("--workload", choices=WORKLOADS,
-                     help="torchtitan (python -m torchtitan.train) or script (default: script when --script is "
-                          "given, else torchtitan)")
+                     help="torchtitan (python -m torchtitan.train), script, or demo (the collection's tiny_lm.py; "
+                          "default: script when --script is given, else torchtitan)")
     run.add_argument("--config", help="TorchTitan job TOML (--job.config_file)")
     run.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="TorchTitan option, as --section.key value (true/false: flags); repeatable")
@@ -850,6 +955,12 @@ def build_parser():
     run.add_argument("--workdir", help="working directory of the run (default: the current one)")
     run.add_argument("--nccl-env", help="NCCL environment file (default $MLINFRA_RUN_DIR/nccl.env; '' for none)")
     run.add_argument("--python", default=sys.executable, help="python that runs torchrun (default: this one)")
+    run.add_argument("--resolve-timeout", type=int, default=0,
+                     help="seconds to wait for the rendezvous host to resolve (default: fail at once)")
+    run.add_argument("--wait", action="store_true",
+                     help="stay in the foreground: copy the node's log to standard output until torchrun ends, "
+                          "then print the JSON status and exit with torchrun's status (a Job's container); "
+                          "SIGTERM stops the run")
 
     report = commands.add_parser("status", help="state, exit status, latest metrics and log tail")
     report.add_argument("--run-dir", required=True)
@@ -888,11 +999,16 @@ def run(options, environ=None):
 def main(argv=None, environ=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        result = run(parse(argv), environ)
+        options = parse(argv)
+        result = run(options, environ)
     except UsageError as exc:
         sys.stderr.write("%s\n" % exc)
         build_parser().print_usage(sys.stderr)
         sys.stdout.write(json.dumps({"state": BAD_USAGE, "error": str(exc)}, sort_keys=True) + "\n")
         return 2
+    if options.subcommand == "start" and options.wait:
+        result = wait(result, sys.stdout)
+        sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+        return exit_status(result)
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 0

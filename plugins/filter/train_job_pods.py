@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: train_job_pods
+short_description: The pods of a training run in a Job start mode, by node index, with how each ended
+version_added: 0.1.0
+description:
+  - Reads the pods of a run (as C(kubernetes.core.k8s_info) returns them) and gives, in node-index order, each
+    pod's name, index, phase, state (V(running), V(succeeded) or V(failed), as C(mlinfra-train status) names
+    them), and the trainer container's exit code, reason and message once it ended.
+author:
+  - mlinfra maintainers (@mlinfra)
+positional: mode
+options:
+  _input:
+    description: The run's pods.
+    type: list
+    elements: dict
+    required: true
+  mode:
+    description: The start mode (it names the trainer container).
+    type: str
+    choices: [job, pytorchjob, volcano]
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Tell whether every pod of the run succeeded
+  ansible.builtin.set_fact:
+    run_done: "{{ (pods.resources | mlinfra.multinode.train_job_pods('job') | map(attribute='state') | unique) == ['succeeded'] }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One entry per pod, with keys C(pod), C(index), C(phase), C(state), C(exit_code), C(reason), C(message).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs import MODES, pod_states
+
+
+def train_job_pods(pods, mode):
+    if not isinstance(pods, list) or mode not in MODES:
+        raise AnsibleFilterError("train_job_pods takes a list of pods and a mode of %s, got %s and %r"
+                                 % (", ".join(MODES), type(pods).__name__, mode))
+    return pod_states(pods, mode)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"train_job_pods": train_job_pods}
