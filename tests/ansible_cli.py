@@ -94,11 +94,12 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, t
 
 
 @contextlib.contextmanager
-def deployment(api_client, prefix, nodes):
-    """deploy.yml of the local inventory in a fresh namespace on `nodes`;
-    afterwards torn down with its workspace volumes and the namespace
-    deleted. Yields the extra variables that name the deployment."""
-    settings = {"cluster_namespace": "%s-%s" % (prefix, uuid.uuid4().hex[:6]), "cluster_gpu_nodes": nodes}
+def deployment(api_client, prefix, nodes, extra=None):
+    """deploy.yml of the local inventory in a fresh namespace on `nodes`
+    (with `extra` variables); afterwards torn down with its workspace volumes
+    and the namespace deleted. Yields the extra variables that name the
+    deployment."""
+    settings = dict(extra or {}, cluster_namespace="%s-%s" % (prefix, uuid.uuid4().hex[:6]), cluster_gpu_nodes=nodes)
     run = run_playbook("deploy.yml", "local", settings)
     assert not run.failed, run.failure_messages()
     try:

@@ -572,8 +572,8 @@ def _resolve(host, port, timeout=0):
         raise LaunchError("the rendezvous host %s did not resolve within %d s (%s): did pod 0 of the job start? "
                           "Its events say why not." % (host, timeout, error))
     raise LaunchError("the rendezvous host %s does not resolve (%s): torchrun would wait for it until the "
-                          "rendezvous times out. Is pod 0 running and ready (its headless-service name resolves "
-                          "only then), and is the name right?" % (host, error))
+                      "rendezvous times out. Is pod 0 running and ready (its headless-service name resolves "
+                      "only then), and is the name right?" % (host, error))
 
 
 def _missing_modules(python, modules):
@@ -1008,6 +1008,9 @@ def main(argv=None, environ=None):
         return 2
     if options.subcommand == "start" and options.wait:
         result = wait(result, sys.stdout)
+        # The log above already holds the tail; repeated inside this line,
+        # its metrics lines would be read twice by whoever parses the log.
+        result.pop("log_tail", None)
         sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
         return exit_status(result)
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")

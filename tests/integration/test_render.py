@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 FIELD_MANAGER = "mlinfra-render-test"
 ROOT = Path(__file__).resolve().parents[2]
 # One file per role, written even when the role has nothing to apply.
-FILES = ["autodetect", "image", "sriov", "statefulset"]
+FILES = ["autodetect", "image", "sriov", "statefulset", "train"]
 
 
 def render(inventory, directory, extra=None):
@@ -131,6 +131,50 @@ def test_every_manifest_of_the_inventory_is_accepted(dyn, real_namespaces, tmp_p
         d["metadata"]["name"] for d in documents["autodetect"]]
 
 
+@pytest.mark.parametrize("mode, kinds", [
+    ("job", [("v1", "Service"), ("batch/v1", "Job")]),
+    ("pytorchjob", [("kubeflow.org/v1", "PyTorchJob")]),
+    ("volcano", [("batch.volcano.sh/v1alpha1", "Job")]),
+])
+def test_a_training_run_of_each_job_start_mode_is_accepted(dyn, real_namespaces, tmp_path, mode, kinds):
+    """oke (host networking, a shared workspace, the seeds' Volcano and
+    PyTorchJob set-up): the run's objects pass a server-side dry run, and so
+    does the pod each operator would make from its template (the CRDs here
+    keep templates unvalidated, as the operators' own CRDs do)."""
+    documents = render("oke", tmp_path, {"train_start_mode": mode, "train_run_id": "Llama3.Run-7"})
+    objects = documents["train"]
+    assert [(doc["apiVersion"], doc["kind"]) for doc in objects] == kinds
+    namespace = objects[0]["metadata"]["namespace"]
+    real_namespaces(namespace)
+    for doc in objects:
+        assert dry_run_apply(dyn, doc).metadata.name == "llama3-run-7"
+    run = objects[-1]
+    spec = run["spec"]
+    template = (spec.get("template") or spec.get("pytorchReplicaSpecs", {}).get("Worker", {}).get("template")
+                or spec["tasks"][0]["template"])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama3-run-7-probe", "namespace": namespace,
+                                                           "labels": template["metadata"]["labels"]},
+           "spec": template["spec"]}
+    # Pod admission looks the service account up: deploy.yml makes it.
+    account = template["spec"]["serviceAccountName"]
+    try:
+        client.CoreV1Api(dyn.client).create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+    except client.ApiException as err:
+        assert err.status == 409
+    assert dry_run_apply(dyn, pod).spec.hostNetwork is True
+    statefulset = next(doc for doc in documents["statefulset"] if doc["kind"] == "StatefulSet")
+    # The StatefulSet's pod, made a run's: same image, devices, volumes.
+    assert template["spec"]["volumes"] == statefulset["spec"]["template"]["spec"]["volumes"]
+    assert template["spec"]["initContainers"] == statefulset["spec"]["template"]["spec"]["initContainers"]
+    container = template["spec"]["containers"][0]
+    assert container["name"] == ("pytorch" if mode == "pytorchjob" else "trainer")
+    assert container["command"][:2] == ["/bin/bash", "-c"] and "start --wait" in container["command"][2]
+    launch = container["command"][3:]
+    assert launch[:3] == ["mlinfra-train", "mlinfra-runs", "Llama3.Run-7"]
+    assert launch[launch.index("--nnodes") + 1] == "2" and launch[launch.index("--nproc-per-node") + 1] == "8"
+    assert launch[launch.index("--config") + 1] == "/opt/mlinfra/files/train/llama3_8b.toml"
+
+
 def test_the_dry_run_does_reject_a_wrong_manifest(dyn, real_namespaces, tmp_path):
     """The control: the same path refuses what the API server would refuse."""
     documents = render("moc", tmp_path)
@@ -160,4 +204,5 @@ def test_rendering_twice_writes_the_same_files(tmp_path):
         name + ".yaml" for name in FILES]
     for path in sorted(first.iterdir()):
         assert path.read_bytes() == (second / path.name).read_bytes(), path.name
-        assert path.stat().st_size > 0, path.name
+        # moc trains in the running pods (train_start_mode exec): no run objects.
+        assert (path.stat().st_size == 0) == (path.name == "train.yaml"), path.name

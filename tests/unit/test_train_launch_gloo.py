@@ -7,6 +7,7 @@ role does.
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -214,3 +215,55 @@ def test_torchtitan_workload_gets_its_config_and_overrides(workload_python, tmp_
     assert "[rank0]:cwd %s" % tmp_path in done["log_tail"]
     assert done["metrics"] == {"step": 5, "loss": 7.25, "tps": 2345.0, "tflops": 2.0, "mfu": 0.002, "memory_gib": 1.0}
     assert (done["first_loss"], done["latest_loss"], done["steps_logged"]) == (9.5, 7.25, 2)
+
+
+def foreground(pod, run_dir, run_id, port, script_args, extra=()):
+    """start --wait, as a Job's container runs it: stays until torchrun ends."""
+    return subprocess.Popen([PYTHON, LAUNCHER, "start", "--wait", "--run-dir", str(run_dir), "--run-id", run_id,
+                             "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-host", "127.0.0.1", "--rdzv-port",
+                             str(port), "--local-addr", "127.0.0.1", "--workload", "demo"] + list(extra)
+                            + ["--"] + script_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, env=environment(pod, {"MLINFRA_PLUGINS_DIR": os.path.join(
+                                REPO, "plugins")}))
+
+
+def test_foreground_nodes_print_their_log_and_exit_with_the_runs_status(workload_python, tmp_path):
+    """The Job start modes' container: the node's log on standard output,
+    then the status line; the exit status says how the run ended."""
+    port = free_port()
+    ok = [foreground("job-%d" % rank, tmp_path / ("ok-%d" % rank), "fg-ok", port, ["--steps", "10"])
+          for rank in range(2)]
+    for rank, process in enumerate(ok):
+        out, err = process.communicate(timeout=DEADLINE)
+        assert process.returncode == 0, out[-3000:] + err[-2000:]
+        lines = out.splitlines()
+        assert lines[1] == "mlinfra-train: run fg-ok, node %d of 2" % rank
+        assert "Training completed: 10 steps" in out and "torchrun exited with 0" in out
+        final = json.loads(lines[-1])
+        assert final["state"] == "succeeded" and final["exit_code"] == 0 and "log_tail" not in final
+        # The demo workload is the collection's tiny_lm.py.
+        with open(str(tmp_path / ("ok-%d" % rank) / "launch.json")) as handle:
+            assert json.load(handle)["script"] == TINY_LM
+    port = free_port()
+    failing = [foreground("job-%d" % rank, tmp_path / ("bad-%d" % rank), "fg-bad", port,
+                          ["--steps", "30", "--fail-on-rank", "1"]) for rank in range(2)]
+    codes = [process.communicate(timeout=DEADLINE) and process.returncode for process in failing]
+    assert all(code not in (0, None) for code in codes), codes
+
+
+def test_sigterm_to_a_foreground_node_stops_its_run(workload_python, tmp_path):
+    """Kubernetes deleting a Job's pod sends SIGTERM to its container."""
+    run_dir = tmp_path / "run"
+    process = foreground("job-0", run_dir, "fg-term", free_port(), ["--steps", "1000000", "--log-freq", "50"],
+                         extra=["--nnodes", "1"])
+    deadline = time.monotonic() + DEADLINE
+    while not (run_dir / "launch.json").exists() or not any(
+            "step:" in line for line in status(run_dir)["log_tail"]):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(1)
+    # A single-node job: the rendezvous needs no one else.
+    process.send_signal(signal.SIGTERM)
+    out, _err = process.communicate(timeout=60)
+    final = json.loads(out.splitlines()[-1])
+    assert final["state"] == "stopped" and final["stop_requested"] and process.returncode != 0
+    assert processes_of(run_dir) == []

@@ -33,6 +33,15 @@ plus the container's own env (literal values and downward-API fields), and
 only then marks the pod (annotation localcluster.mlinfra.io/exec); kwok's pod
 stage (kwok/stages.yaml) makes a pod Running and Ready only once it carries
 that mark.
+
+A batch pod (restartPolicy Never, owned by a Job of any kind) whose container
+runs the collection's launcher (`bash -c '... $MLINFRA_PLUGINS_DIR ...'`, the
+train role's Job start modes) has that command run on this machine too, in
+the same environment, its output as the container's log; when it ends the
+pod sync sets the pod Succeeded or Failed with the command's exit code, as a
+kubelet would (annotation localcluster.mlinfra.io/runs-command keeps kwok's
+own completion of Job pods away from it). Any other container's command is
+not run.
 """
 
 from __future__ import annotations
@@ -94,6 +103,8 @@ ANNOTATION_PREFIX = "localcluster.mlinfra.io/"
 EXEC_MARK = ANNOTATION_PREFIX + "exec"
 # A pod whose init container failed: left not Ready, not retried.
 FAILED_MARK = ANNOTATION_PREFIX + "failed"
+# A batch pod whose container command the pod sync runs (and ends).
+RUN_MARK = ANNOTATION_PREFIX + "runs-command"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
 NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
@@ -925,6 +936,16 @@ def container_env(pod: dict, container: dict) -> list[dict]:
     return env
 
 
+def runs_collection_command(pod: dict, container: dict) -> bool:
+    """Whether the pod sync runs this container's command: a batch pod's
+    container that starts the collection's launcher through bash."""
+    spec, meta = pod["spec"], pod["metadata"]
+    owners = {owner.get("kind") for owner in meta.get("ownerReferences") or []}
+    command = (container.get("command") or []) + (container.get("args") or [])
+    return (spec.get("restartPolicy") == "Never" and "Job" in owners and len(command) >= 3
+            and os.path.basename(command[0]) == "bash" and command[1] == "-c" and "$MLINFRA_PLUGINS_DIR" in command[2])
+
+
 def process_running(pid: int) -> bool:
     """Whether pid is a process that has not ended (a zombie has)."""
     try:
@@ -1015,7 +1036,7 @@ class PodSync:
         path = [str(FILES_BIN), str(WORKLOAD_BIN), self.base_path]
         if snapshot:
             path.insert(0, str(snapshot / "usr" / "bin"))
-        execs, logs = [], []
+        execs, logs, commands = [], [], []
         init_names = {c["name"] for c in spec.get("initContainers") or []}
         for container in (spec.get("initContainers") or []) + spec["containers"]:
             logfile = pdir / f"{container['name']}.log"
@@ -1043,6 +1064,8 @@ class PodSync:
                     self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
                                          {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: "BackOff"}}})
                     return
+            elif runs_collection_command(pod, container):
+                commands.append((container, view, env, logfile))
             elif not logfile.exists():
                 logfile.write_text(cri_log_line(
                     f"[localcluster] container {container['name']} of pod {ns}/{name} started on node "
@@ -1061,8 +1084,14 @@ class PodSync:
                 "spec": spec_body,
             })
         # The uid makes the patch fail (409) if the pod was replaced meanwhile.
+        marks = {EXEC_MARK: node_name}
+        if commands:
+            marks[RUN_MARK] = ",".join(container["name"] for container, _view, _env, _log in commands)
         self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
-                             {"metadata": {"uid": meta["uid"], "annotations": {EXEC_MARK: node_name}}})
+                             {"metadata": {"uid": meta["uid"], "annotations": marks}})
+        for container, view, env, logfile in commands:
+            workdir = view.directory(container.get("workingDir") or "/workspace") or pdir / "workspace"
+            self.run_container(pod, container, view, env, logfile, workdir)
         print(f"{time.strftime('%H:%M:%S')} configured {ns}/{name} on {node_name} "
               f"(snapshot {snapshot_name or 'none'})", flush=True)
 
@@ -1094,6 +1123,70 @@ class PodSync:
             for line in output.splitlines():
                 log_out.write(cri_log_line(line))
         return code
+
+    def run_container(self, pod: dict, container: dict, view: ContainerView, env: list[dict], logfile: Path,
+                      workdir: Path) -> None:
+        """Starts a batch pod's container command (runs_collection_command)
+        in the background; its output becomes the container's log and its
+        end the pod's phase. Deleting the pod ends it (forget)."""
+        argv = [view.map(arg) for arg in (container.get("command") or []) + (container.get("args") or [])]
+        environ = {"HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8"}
+        environ.update((var["name"], var["value"]) for var in env)
+        started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            process = subprocess.Popen(argv, env=environ, cwd=workdir, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as err:
+            logfile.write_text(cri_log_line(f"[localcluster] cannot run {argv[0]}: {err}"))
+            self.finish(pod, container["name"], 128, started)
+            return
+
+        def follow() -> None:
+            with logfile.open("a") as log_out:
+                for raw in process.stdout:
+                    log_out.write(cri_log_line(raw.decode("utf-8", "replace").rstrip("\n")))
+                    log_out.flush()
+            self.finish(pod, container["name"], process.wait(), started)
+
+        threading.Thread(target=follow, name=f"run-{pod['metadata']['name']}", daemon=True).start()
+        print(f"{time.strftime('%H:%M:%S')} running {pod['metadata']['namespace']}/{pod['metadata']['name']} "
+              f"container {container['name']} (pid {process.pid})", flush=True)
+
+    def finish(self, pod: dict, container_name: str, code: int, started: str) -> None:
+        """Sets the pod Succeeded or Failed with the container's exit code,
+        once kwok has made it Running (a command may end before that)."""
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        deadline = time.time() + 30
+        while True:
+            try:
+                current = self.api.get(path)
+            except (ApiError, OSError, urllib.error.URLError, ValueError):
+                return
+            if current["metadata"]["uid"] != meta["uid"] or current["metadata"].get("deletionTimestamp"):
+                return
+            if current.get("status", {}).get("phase") == "Running" or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        code = 128 - code if code < 0 else code
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        statuses = []
+        for status in current.get("status", {}).get("containerStatuses") or []:
+            status = dict(status, ready=False, started=False)
+            if status["name"] == container_name:
+                status["state"] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                                  "startedAt": started, "finishedAt": now}}
+            statuses.append(status)
+        try:
+            self.api.merge_patch(path + "/status", {"metadata": {"uid": meta["uid"]}, "status": {
+                "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": statuses,
+                "conditions": [{"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+                               for kind in ("Ready", "ContainersReady")]}})
+        except (ApiError, OSError, urllib.error.URLError, ValueError) as err:
+            print(f"{time.strftime('%H:%M:%S')} {ns}/{name}: cannot set its end: {err}", flush=True)
+            return
+        print(f"{time.strftime('%H:%M:%S')} {ns}/{name}: container {container_name} exited with {code}", flush=True)
 
     def warn(self, pod: dict, reason: str, message: str) -> None:
         """A Warning event on the pod, as a kubelet reports a mount failure or

@@ -1,0 +1,157 @@
+"""train.yml's Job start modes against the local cluster: the run's objects
+are made from the StatefulSet's pods, the real kube-controller-manager's Job
+controller makes the indexed Job's pods, and the local cluster runs each
+pod's container command on this machine (tools/localcluster/localcluster.py,
+as it runs exec'd commands), so the pods' launchers rendezvous on 127.0.0.1
+and train the collection's tiny model over gloo, as in the exec start mode.
+
+No Kubeflow or Volcano operator runs here (their CRDs are installed, so the
+objects are stored and validated, but nothing makes their pods): those modes
+are tested up to the object and its deletion, and their pods' script with
+the operators' variables in tests/unit/plugins/module_utils/test_train_jobs.py."""
+
+import concurrent.futures
+import json
+import time
+
+import pytest
+from ansible_cli import deployment, run_playbook
+from kubernetes import dynamic
+from test_train import launched_processes
+
+pytestmark = pytest.mark.integration
+
+HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
+APP = "h-kim"
+
+
+@pytest.fixture(scope="module")
+def deployed(api_client):
+    """What deploy.yml creates, on a shared workspace, scaled to 0: the Job
+    modes' pods need the GPUs the StatefulSet's pods would hold."""
+    with deployment(api_client, "trainjob", HEALTHY, {"cluster_storage_mode": "shared", "replicas": 0}) as settings:
+        yield dict(settings, train_start_mode="job", replicas=2)
+
+
+def objects(api_client, namespace, api_version, kind, run):
+    resource = dynamic.DynamicClient(api_client).resources.get(api_version=api_version, kind=kind)
+    found = resource.get(namespace=namespace, label_selector="mlinfra.io/train-run=%s" % run)
+    return [item.metadata.name for item in found.items]
+
+
+def test_an_indexed_job_trains_across_two_pods_and_is_summed_up(api_client, deployed, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="Job-OK", train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (created,) = run.results("Create run Job-OK")
+    kinds = [(item["result"]["kind"], item["result"]["metadata"]["name"]) for item in created["results"]]
+    assert kinds == [("Service", "job-ok"), ("Job", "job-ok")]
+    job = created["results"][1]["result"]
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
+    assert job["metadata"]["annotations"]["mlinfra.io/run-id"] == "Job-OK"
+    (said,) = run.results("Report the run")
+    assert "run Job-OK succeeded on 2 pod(s) x 1 process(es)" in said["msg"]
+    summary = json.loads((tmp_path / "Job-OK" / "summary.json").read_text())
+    assert summary["start_mode"] == "job" and summary["throughput"]["throughput"] > 0
+    # One pod per index, each its node of the job, both trained to the end.
+    assert [pod.rsplit("-", 1)[0] for pod in summary["pods"]] == ["job-ok-0", "job-ok-1"]
+    for status in summary["status"]:
+        assert status["state"] == "succeeded" and status["exit_code"] == 0 and status["error"] is None
+        assert status["metrics"]["step"] == 30 and status["first_loss"] > status["latest_loss"] + 1.0
+    for pod in summary["pods"]:
+        log = (tmp_path / "Job-OK" / (pod + ".log")).read_text()
+        assert "mlinfra-train: run Job-OK, node" in log and "step: 30" in log
+    # A finished run's Job stays (train_job_ttl) with its pods and their logs.
+    assert objects(api_client, namespace, "batch/v1", "Job", "job-ok") == ["job-ok"]
+    assert launched_processes("Job-OK") == []
+
+
+def test_a_failing_rank_fails_the_run_with_its_log_and_ends_the_job(api_client, deployed, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="job-fail", train_logs_dir=str(tmp_path),
+                                                  train_args=["--steps", "30", "--fail-on-rank", "1"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "run job-fail failed:" in message and "rank 1 fails on purpose at step 3" in message, message
+    assert objects(api_client, namespace, "batch/v1", "Job", "job-fail") == []
+    assert launched_processes("job-fail") == []
+
+
+def test_a_run_past_its_timeout_is_deleted_with_every_rank(api_client, deployed, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="job-slow", train_logs_dir=str(tmp_path),
+                                                  train_timeout=25, train_progress_interval=5,
+                                                  train_args=["--steps", "1000000"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "run job-slow timed-out: every rank was stopped after train_timeout=25 s (its Job deleted)" in message
+    progress = [said["msg"] for said in run.results("Say how far the run is")]
+    assert any("2 of 2 pod(s)" in line and line.count(" Running") == 2 for line in progress), progress
+    assert objects(api_client, namespace, "batch/v1", "Job", "job-slow") == []
+    assert objects(api_client, namespace, "v1", "Service", "job-slow") == []
+    deadline = time.monotonic() + 30
+    while launched_processes("job-slow") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert launched_processes("job-slow") == []
+
+
+def test_stop_deletes_the_current_runs(api_client, deployed, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        following = pool.submit(run_playbook, "train.yml", "local", dict(
+            deployed, train_run_id="job-stopped", train_logs_dir=str(tmp_path), train_timeout=120,
+            train_progress_interval=2, train_poll_interval=1))
+        deadline = time.monotonic() + 60
+        while not objects(api_client, namespace, "batch/v1", "Job", "job-stopped"):
+            assert time.monotonic() < deadline and not following.done(), "the run's Job never appeared"
+            time.sleep(1)
+        stopped = run_playbook("train.yml", "local", dict(deployed, stop=True))
+        assert not stopped.failed, stopped.failure_messages()
+        (said,) = stopped.results("Say what was stopped")
+        assert said["msg"].startswith("deleted job-stopped (Job)")
+        assert objects(api_client, namespace, "batch/v1", "Job", "job-stopped") == []
+        # The run being followed sees its pods go and ends at once.
+        run = following.result(timeout=150)
+    assert run.failed
+
+
+def test_an_operator_kind_without_its_operator_times_out_with_the_reason(api_client, deployed, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="pytorchjob", train_run_id="ptj",
+                                                  train_logs_dir=str(tmp_path), train_timeout=4,
+                                                  train_progress_interval=2, train_poll_interval=1))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert "run ptj had no pod after train_timeout=4 s; its PyTorchJob was deleted" in message
+    assert "the Kubeflow training operator" in message
+    assert objects(api_client, namespace, "kubeflow.org/v1", "PyTorchJob", "ptj") == []
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ({"replicas": 0}, "replicas is 0: a run needs at least one node"),
+    ({"cluster_storage_mode": "per-pod"}, "cluster_storage_mode is per-pod"),
+], ids=["no-replicas", "per-pod-storage"])
+def test_a_run_that_cannot_start_is_refused_before_anything_is_created(
+        api_client, deployed, tmp_path, extra, expected):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="refused", train_logs_dir=str(tmp_path),
+                                                  **extra))
+    assert run.failed
+    assert expected in " ".join(run.failure_messages())
+    assert objects(api_client, namespace, "batch/v1", "Job", "refused") == []
+    assert objects(api_client, namespace, "v1", "Service", "refused") == []
+
+
+def test_the_statefulset_holding_the_gpus_is_refused(api_client, deployed, tmp_path):
+    scaled = run_playbook("scale.yml", "local", dict(deployed, replicas=2))
+    assert not scaled.failed, scaled.failure_messages()
+    try:
+        run = run_playbook("train.yml", "local", dict(deployed, train_run_id="busy", train_logs_dir=str(tmp_path)))
+        assert run.failed
+        message = " ".join(run.failure_messages())
+        assert "the StatefulSet h-kim runs 2 pod(s), which hold the GPUs of their nodes" in message
+        assert "-e replicas=0 (the workspaces are kept)" in message
+        assert objects(api_client, deployed["cluster_namespace"], "batch/v1", "Job", "busy") == []
+    finally:
+        scaled = run_playbook("scale.yml", "local", dict(deployed, replicas=0))
+        assert not scaled.failed, scaled.failure_messages()
