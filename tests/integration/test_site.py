@@ -1,0 +1,49 @@
+"""playbooks/site.yml, README's first command, against the local cluster:
+the whole chain from GPU nodes to a training summary."""
+
+import json
+import uuid
+
+import pytest
+from ansible_cli import run_playbook
+from kubernetes import client
+
+pytestmark = pytest.mark.integration
+
+# The local inventory's nodes that fail verify-rdma by design.
+FAULTY = {"moc-r4pcc04u16-nairr", "moc-r4pcc04u25-nairr", "moc-r4pcc04u36-nairr"}
+
+
+def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(api_client, tmp_path):
+    settings = {"cluster_namespace": "site-%s" % uuid.uuid4().hex[:6], "train_logs_dir": str(tmp_path / "train"),
+                "verify_report_dir": str(tmp_path / "verify"), "train_run_id": "chain"}
+    core = client.CoreV1Api(api_client)
+    try:
+        run = run_playbook("site.yml", "local", settings)
+        assert not run.failed, run.failure_messages()
+        # 1. Every node checked; the faulty ones reported, labelled, not fatal.
+        node_verdict = run.results("Pass only a fabric fit to train on")[0]["msg"]
+        assert node_verdict.startswith("6 node(s) and 0 pod(s) checked, 3 failing (")
+        labels = {node.metadata.name: node.metadata.labels.get("mlinfra.io/rdma-verified")
+                  for node in core.list_node().items}
+        assert {name for name, verified in labels.items() if verified == "false"} == FAULTY
+        # 2. and 3. The pods went on verified nodes only, and passed.
+        pods = core.list_namespaced_pod(settings["cluster_namespace"], label_selector="app.kubernetes.io/name=h-kim")
+        nodes = {pod.spec.node_name for pod in pods.items}
+        assert len(nodes) == 2 and not nodes & FAULTY
+        pod_verdict = run.results("Pass only a fabric fit to train on")[1]["msg"]
+        assert pod_verdict.startswith("0 node(s) and 2 pod(s) checked, none failing")
+        # 4. The chain ends with the run's summary (only skipped tasks after it).
+        tasks = run.document["plays"][-1]["tasks"]
+        report = [index for index, task in enumerate(tasks) if task["task"]["name"].endswith("Report the run")]
+        assert len(report) == 1 and all(task["hosts"]["localhost"].get("skipped") for task in tasks[report[0] + 1:])
+        assert "run chain succeeded on 2 pod(s)" in tasks[report[0]]["hosts"]["localhost"]["msg"]
+        summary = json.loads((tmp_path / "train" / "chain" / "summary.json").read_text())
+        assert summary["throughput"]["throughput"] > 0
+        assert all(status["first_loss"] > status["latest_loss"] for status in summary["status"])
+    finally:
+        run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
+        try:
+            core.delete_namespace(settings["cluster_namespace"])
+        except client.ApiException as err:
+            assert err.status == 404
