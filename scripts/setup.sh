@@ -7,6 +7,8 @@
 #   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
 #   .work/venv-workload/       Python 3.12 + requirements/lock-workload.txt (torch, as in the training
 #                              image; the local cluster's pods run its python3)
+#   .work/torchtitan-config/   requirements/torchtitan-config.txt without dependencies: TorchTitan's
+#                              config parser for the workload python (tests only)
 #   .work/cache/               the pinned `ansible` wheel (requirements/collections.txt)
 #   .work/collections/ansible_collections/
 #       <ns>/<name>/           dependency collections extracted from that wheel
@@ -51,6 +53,24 @@ ensure_venv() {  # <dir> <lock file> <label>
   log "$label: installing ${lockfile#"$ROOT"/} ($(grep -vc '^#' "$lockfile") pinned packages; the first run downloads them from PyPI)"
   "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --require-virtualenv -r "$lockfile"
   "$dir/bin/python" -m pip check --disable-pip-version-check >/dev/null || die "$label: pip check found broken requirements"
+  printf '%s\n' "$want" > "$stamp"
+  log "$label: ready"
+}
+
+# Installs a requirements file without dependencies into a directory that the
+# workload python imports from (PYTHONPATH), beside its own packages.
+ensure_target() {  # <dir> <requirements file> <label>
+  local dir="$1" requirements="$2" label="$3" stamp want
+  stamp="$dir/.mlinfra-setup-stamp"
+  want="workload=$(cat "$VENV_WORKLOAD/.mlinfra-setup-stamp") requirements=$(sha_of "$requirements")"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "$label: up to date ($dir)"
+    return 0
+  fi
+  rm -rf "$dir"
+  log "$label: installing ${requirements#"$ROOT"/} without dependencies"
+  "$VENV_WORKLOAD/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" \
+    -r "$requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
 }
@@ -141,6 +161,7 @@ log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_versi
 ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
 ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
 ensure_venv "$VENV_WORKLOAD" "$ROOT/requirements/lock-workload.txt" ".work/venv-workload"
+ensure_target "$WORK/torchtitan-config" "$ROOT/requirements/torchtitan-config.txt" ".work/torchtitan-config"
 ensure_collections
 ensure_get_pip_standin
 
