@@ -55,9 +55,11 @@ def test_an_indexed_job_trains_across_two_pods_and_is_summed_up(api_client, depl
     assert summary["start_mode"] == "job" and summary["throughput"]["throughput"] > 0
     # One pod per index, each its node of the job, both trained to the end.
     assert [pod.rsplit("-", 1)[0] for pod in summary["pods"]] == ["job-ok-0", "job-ok-1"]
-    for status in summary["status"]:
+    for pod, status in zip(summary["pods"], summary["status"]):
         assert status["state"] == "succeeded" and status["exit_code"] == 0 and status["error"] is None
         assert status["metrics"]["step"] == 30 and status["first_loss"] > status["latest_loss"] + 1.0
+        # From the launcher's status line at the end of the container's log.
+        assert status["seconds"] > 0 and status["run_dir"].endswith("/mlinfra-runs/Job-OK/" + pod)
     for pod in summary["pods"]:
         log = (tmp_path / "Job-OK" / (pod + ".log")).read_text()
         assert "mlinfra-train: run Job-OK, node" in log and "step: 30" in log
