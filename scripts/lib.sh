@@ -26,14 +26,20 @@ PIP_VERSION="26.3"
 
 # Collections extracted from the `ansible` wheel pinned in
 # requirements/collections.txt. community.library_inventory_filtering_v1 is a
-# declared dependency of community.general. awx.awx is not part of the
-# `ansible` package (and Ansible Galaxy is not reachable), so it is absent.
+# declared dependency of community.general.
 DEPENDENCY_COLLECTIONS=(
   kubernetes.core
   community.okd
   ansible.posix
   community.general
   community.library_inventory_filtering_v1
+)
+# Collections extracted from the older `ansible` wheel pinned in
+# requirements/collections-awx.txt: the current package no longer carries
+# awx.awx (the AWX configuration playbook's modules), and Ansible Galaxy is
+# not reachable.
+AWX_COLLECTIONS=(
+  awx.awx
 )
 
 # Target Python versions other than the controller's 3.12 on which

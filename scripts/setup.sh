@@ -9,7 +9,8 @@
 #                              image; the local cluster's pods run its python3)
 #   .work/torchtitan-config/   requirements/torchtitan-config.txt without dependencies: TorchTitan's
 #                              config parser for the workload python (tests only)
-#   .work/cache/               the pinned `ansible` wheel (requirements/collections.txt)
+#   .work/cache/               the pinned `ansible` wheels (requirements/collections.txt, and
+#                              requirements/collections-awx.txt for awx.awx)
 #   .work/collections/ansible_collections/
 #       <ns>/<name>/           dependency collections extracted from that wheel
 #       mlinfra/multinode  ->  this repository (symbolic link)
@@ -75,24 +76,27 @@ ensure_target() {  # <dir> <requirements file> <label>
   log "$label: ready"
 }
 
-# Downloads the pinned `ansible` wheel and extracts the dependency collections.
-ensure_collections() {
-  local spec version wheel stamp want
-  spec="$(grep -E '^ansible==' requirements/collections.txt | head -n1)"
+# Downloads an `ansible` wheel pinned in a requirements file and extracts the
+# named collections from it into .work/collections.
+extract_collections() {  # <requirements file> <collection...>
+  local requirements="$1" spec version wheel stamp want
+  shift
+  spec="$(grep -E '^ansible==' "$requirements" | head -n1)"
   version="$(sed -E 's/^ansible==([^ ]+).*/\1/' <<<"$spec")"
   wheel="$WORK/cache/ansible-$version-py3-none-any.whl"
   if [[ ! -f "$wheel" ]]; then
     log "collections: downloading the ansible $version wheel (about 50 MB) into .work/cache/"
     "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
-      --only-binary=:all: --require-hashes -r requirements/collections.txt -d "$WORK/cache"
+      --only-binary=:all: --require-hashes -r "$requirements" -d "$WORK/cache"
   fi
-  stamp="$COLLECTIONS_DIR/.mlinfra-setup-stamp"
-  want="ansible=$version collections=${DEPENDENCY_COLLECTIONS[*]}"
+  stamp="$COLLECTIONS_DIR/.mlinfra-setup-stamp-ansible-$version"
+  want="ansible=$version collections=$*"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    log "collections: up to date (${DEPENDENCY_COLLECTIONS[*]})"
-  else
-    log "collections: extracting ${DEPENDENCY_COLLECTIONS[*]} from ansible $version"
-    "$VENV/bin/python" - "$wheel" "$COLLECTIONS_DIR/ansible_collections" "${DEPENDENCY_COLLECTIONS[@]}" <<'EOF'
+    log "collections: up to date ($* from ansible $version)"
+    return 0
+  fi
+  log "collections: extracting $* from ansible $version"
+  "$VENV/bin/python" - "$wheel" "$COLLECTIONS_DIR/ansible_collections" "$@" <<'EOF'
 import json, os, shutil, sys, tempfile, zipfile
 
 wheel, dest, names = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -119,8 +123,13 @@ with zipfile.ZipFile(wheel) as archive:
             info = json.load(manifest)['collection_info']
         print(f'  {name} {info["version"]} ({len(wanted)} files)', file=sys.stderr)
 EOF
-    printf '%s\n' "$want" > "$stamp"
-  fi
+  printf '%s\n' "$want" > "$stamp"
+}
+
+# The dependency collections, and mlinfra.multinode linked to this clone.
+ensure_collections() {
+  extract_collections requirements/collections.txt "${DEPENDENCY_COLLECTIONS[@]}"
+  extract_collections requirements/collections-awx.txt "${AWX_COLLECTIONS[@]}"
   # mlinfra.multinode resolves to this clone itself.
   local link="$COLLECTIONS_DIR/ansible_collections/mlinfra/multinode"
   mkdir -p "$(dirname "$link")"

@@ -131,7 +131,7 @@ SOCKET_FIX = (
     "NCCL falls back to TCP sockets when it cannot open an RDMA device. Usual causes, in the training pod: "
     "NCCL_IB_HCA names devices the pod does not have (compare it with ls /sys/class/infiniband in the pod; "
     "'mlx5' matches every mlx5_N, '=mlx5_0' only that one); /dev/infiniband is missing or the IPC_LOCK "
-    "capability is not granted (mlinfra-node-check --in-pod checks both; cluster_security_mode: ipc-lock or "
+    "capability is not granted (mlinfra-node-check --in-pod checks both; cluster_security_mode: ipc_lock or "
     "privileged); NCCL_IB_DISABLE=1 or NCCL_NET=Socket is set (remove them); the pod does not request the RDMA "
     "device plugin's resource (cluster_rdma_nics), so no RDMA device is mounted into it; the image lacks "
     "libibverbs (rdma-core). Fix the cause and run the NCCL test again.")

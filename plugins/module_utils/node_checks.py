@@ -123,7 +123,7 @@ def check_mlx5_driver(facts, expect):
         return _result("mlx5_driver", SKIP if not expect.rdma else FAIL,
                        "cannot tell: /proc/modules is not readable and /sys/module shows no mlx5 module",
                        "Run the check with the host's /proc and /sys mounted (root option).", data)
-    fix = ("Load the driver (modprobe %s) or install the NVIDIA network operator / DOCA-OFED driver "
+    fix = ("Load the driver (modprobe -a %s) or install the NVIDIA network operator / DOCA-OFED driver "
            "container on the node." % " ".join(missing))
     if not expect.rdma:
         return _result("mlx5_driver", PASS, "%s not loaded; not needed in tcp mode" % ", ".join(missing), data=data)
@@ -339,7 +339,7 @@ def check_ipc_lock(facts, expect):
     if caps["ipc_lock"]:
         return _result("ipc_lock", PASS, "IPC_LOCK is an effective capability (CapEff %s)" % caps["effective"],
                        data=data)
-    remedy = ("Add IPC_LOCK to the container's securityContext.capabilities (cluster_security_mode: ipc-lock), "
+    remedy = ("Add IPC_LOCK to the container's securityContext.capabilities (cluster_security_mode: ipc_lock), "
               "or run it privileged; on OpenShift the pod's SCC must allow the capability.")
     if facts["memlock"]["soft"] == "unlimited":
         return _result("ipc_lock", WARN, "IPC_LOCK is not an effective capability (CapEff %s); memlock is "
