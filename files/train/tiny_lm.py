@@ -121,7 +121,8 @@ def load_shard(path, rank, world_size, seq_len):
 
 
 def batch_of(shard, batch_size, seq_len, generator):
-    starts = torch.randint(0, len(shard) - seq_len - 1, (batch_size,), generator=generator)
+    # Drawn where the generator is (the GPU's own stream of numbers on CUDA).
+    starts = torch.randint(0, len(shard) - seq_len - 1, (batch_size,), generator=generator, device=generator.device)
     windows = torch.stack([shard[start:start + seq_len + 1] for start in starts.tolist()])
     return windows[:, :-1], windows[:, 1:]
 
