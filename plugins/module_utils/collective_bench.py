@@ -64,6 +64,8 @@ DEFAULT_FACTOR = 2
 # nccl-tests' defaults.
 DEFAULT_WARMUP = 5
 DEFAULT_ITERS = 20
+# How the timed iterations are issued on GPUs (resolve_device, --launch).
+LAUNCHES = ("graph", "eager")
 # A pairwise all_reduce of 256 MiB is bandwidth-bound on NVLink and RDMA
 # (the H200 reference reaches 95% of its 8 GiB bandwidth at 256 MiB); gloo
 # on CPUs moves a few GB/s at best, where 1 MiB keeps a pair under a second.
@@ -509,8 +511,9 @@ def table_preamble(op, settings, devices=()):
     lines = [
         "# Collective test starting: %s_perf" % op,
         "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: 1 "
-        "validation: 1 graph: 0" % (settings["min_bytes"], settings["max_bytes"], settings["factor"],
-                                    settings["warmup_iters"], settings["iters"]),
+        "validation: 1 graph: %d" % (settings["min_bytes"], settings["max_bytes"], settings["factor"],
+                                     settings["warmup_iters"], settings["iters"],
+                                     1 if settings.get("launch") == "graph" else 0),
         "#",
     ]
     if devices:
@@ -795,6 +798,11 @@ def build_parser():
                         help="untimed iterations per size (default %(default)s)")
     parser.add_argument("-n", "--iters", default=str(DEFAULT_ITERS),
                         help="timed iterations per size (default %(default)s)")
+    parser.add_argument("--launch", choices=LAUNCHES, default="graph",
+                        help="graph: on GPUs the timed iterations are captured once as a CUDA graph and replayed, so "
+                             "that Python's and torch's cost per call (tens of microseconds) does not hide the "
+                             "collective's time at small sizes; eager: one torch call per iteration, as a training "
+                             "loop makes them (default %(default)s; CPUs always run eager)")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                         help="auto: nccl when CUDA is available, else gloo on the CPU")
     parser.add_argument("--min-busbw", action="append", default=[], metavar="SIZE=GBPS",
@@ -827,7 +835,8 @@ def resolve_options(args, env):
     """The validated settings of parsed arguments and torchrun's environment
     (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE), as far as they need no
     torch. Raises ValueError, a usage error, naming the option and the fix."""
-    options = {"pairwise": bool(args.pairwise), "json": args.json, "backend": args.backend, "dtype": args.dtype}
+    options = {"pairwise": bool(args.pairwise), "json": args.json, "backend": args.backend, "dtype": args.dtype,
+               "launch": getattr(args, "launch", "graph")}
     if args.pairwise and args.ops is not None and [op.strip() for op in args.ops.split(",")] != ["all_reduce"]:
         raise ValueError("--pairwise measures all_reduce only: drop --ops %s" % args.ops)
     ops = [op.strip() for op in (args.ops or "all_reduce").split(",") if op.strip()]
@@ -891,6 +900,8 @@ def resolve_device(options, cuda_available):
         raise ValueError("--dtype %s is not supported with gloo, whose CPU reductions are float32 here: use --dtype "
                          "float32 or --backend nccl" % dtype)
     options.update({"backend": backend, "dtype": dtype, "device": "cuda" if backend == "nccl" else "cpu"})
+    if options["device"] == "cpu":
+        options["launch"] = "eager"
     if options["pairwise"]:
         if options["pairwise_size"] is None:
             options["pairwise_size"] = parse_size(DEFAULT_PAIRWISE_SIZE_GPU if backend == "nccl"
@@ -914,4 +925,4 @@ def settings_of(options):
     """What the document records of how it was run."""
     return {"min_bytes": options["min_bytes"], "max_bytes": options["max_bytes"], "factor": options["factor"],
             "warmup_iters": options["warmup_iters"], "iters": options["iters"],
-            "time_across_ranks": "max", "check": "exact"}
+            "time_across_ranks": "max", "check": "exact", "launch": options.get("launch", "eager")}

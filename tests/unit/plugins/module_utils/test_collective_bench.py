@@ -523,6 +523,19 @@ def test_options_defaults():
     assert pairwise["pairwise_size"] == 256 * 1024 ** 2 and pairwise["sizes"] == []
 
 
+def test_launch_is_a_graph_on_gpus_only_and_is_recorded():
+    gpu = _options([], cuda=True)
+    assert gpu["launch"] == "graph"
+    settings = dict(cb.settings_of(dict(gpu, min_bytes=1, max_bytes=2, factor=2)))
+    assert settings["launch"] == "graph"
+    assert "graph: 1" in cb.table_preamble("all_reduce", settings)[1]
+    assert _options(["--launch", "eager"], cuda=True)["launch"] == "eager"
+    # gloo has no CUDA graphs: the CPU sweep is eager whatever was asked.
+    cpu = _options(["--launch", "graph"])
+    assert cpu["launch"] == "eager"
+    assert "graph: 0" in cb.table_preamble("all_reduce", cb.settings_of(cpu))[1]
+
+
 @pytest.mark.parametrize("argv, env, cuda, words", [
     (["--min-busbw", "x=y"], ENV, False, "--min-busbw"),
     (["--ops", "all_reduce,broadcast"], ENV, False, "unknown op broadcast"),
