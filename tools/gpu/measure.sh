@@ -19,6 +19,36 @@
 #       this host as one node over NCCL, 300 steps; each run's log, the
 #       tokens/s its metrics lines give (throughput.py) and its wall time.
 #
+#   tools/gpu/measure.sh bench-compare OUTDIR [ALL_REDUCE_PERF] [ROUNDS]
+#       all_reduce busbw, 1 MiB to 8 GiB, bfloat16 and float32, 5 warm-up and
+#       20 timed iterations: mlinfra-pod-bench (as verify-rdma runs it, one
+#       process per GPU) in three NCCL environments -- none set, the one
+#       mlinfra-autodetect writes for this host (given to the bench as a pod
+#       gives it: BASH_ENV), and the seeds' fixed NCCL_ALGO=Ring,
+#       NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_LEVEL=5 -- and, when the path of a
+#       built NVIDIA nccl-tests all_reduce_perf is given, that with the same
+#       sizes, types and iterations (-g GPUS, one process). Everything
+#       alternates ROUNDS times (default 2); summary.txt has the per-size
+#       medians and their ratios.
+#
+#   tools/gpu/measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]
+#       TorchTitan through the train role's launcher, its arguments as the
+#       role renders them (tools/gpu/launch-args.yml writes ARGS_JSON;
+#       default docs/measurements/h200x2-torchtitan/launch-args-VARIANT.json),
+#       and, for VARIANT bf16-compile, the same job started by a hand-typed
+#       torchrun, alternating RUNS times (default 1). Needs TorchTitan and
+#       its dependencies importable (PYTHONPATH); makes the tokenizer and the
+#       data under /tmp/mlinfra-gpu/assets first (make_train_assets.py).
+#
+#   tools/gpu/measure.sh two-nodes OUTDIR
+#       this host's GPUs split into two "nodes" of half of them each
+#       (CUDA_VISIBLE_DEVICES), each started as its own pod would be:
+#       mlinfra-pod-bench twice (the all_reduce sweep, then its pairwise
+#       mode), then the train role's launcher twice, TorchTitan with the
+#       arguments of launch-args-two-nodes.json (c10d rendezvous on
+#       127.0.0.1). The nodes share the host, so NCCL still joins them over
+#       NVLink: this rehearses the launch and the rendezvous, not a network.
+#
 # Results go to OUTDIR (created). NVLink SHARP / multicast stays off in every
 # run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 # NVSHMEM_DISABLE_NVLS=1.
@@ -28,9 +58,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-what="${1:?usage: measure.sh node-report|pod-bench|train-launcher OUTDIR}"
+what="${1:?usage: measure.sh node-report|pod-bench|train-launcher|bench-compare|torchtitan OUTDIR ...}"
 out="${2:?usage: measure.sh $what OUTDIR}"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+# Relative paths (the TorchTitan config in the rendered arguments) are the
+# repository's.
+cd "$ROOT" || exit 1
 PY="${PYTHON:-python3}"
 
 node_report() {
@@ -116,9 +150,135 @@ print("launcher / torchrun tokens/s: %.4f (means %.0f / %.0f)" % (
 PY
 }
 
+elapsed_since() {
+  "$PY" -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$1"
+}
+
+bench_compare() {
+  local all_reduce_perf="${3:-}" rounds="${4:-2}" gpus round dtype env_name started name unset_nccl=()
+  gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  for name in $(compgen -e | grep '^NCCL_'); do
+    [[ "$name" == NCCL_NVLS_ENABLE ]] || unset_nccl+=(-u "$name")
+  done
+  "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/env-detected.sh" --json "$out/autodetect.json" \
+    > "$out/autodetect.out" 2>&1
+  printf 'export NCCL_ALGO=Ring NCCL_P2P_LEVEL=NVL NCCL_NET_GDR_LEVEL=5\n' > "$out/env-seed.sh"
+  : > "$out/env-none.sh"
+  for round in $(seq 1 "$rounds"); do
+    for dtype in bfloat16 float32; do
+      if [[ -n "$all_reduce_perf" ]]; then
+        started=$(date +%s.%N)
+        # nccl-tests names float32 'float'.
+        "$all_reduce_perf" -b 1M -e 8G -f 2 -g "$gpus" -w 5 -n 20 -d "${dtype/float32/float}" \
+          > "$out/nccltests-$dtype-$round.txt" 2>&1
+        echo "round $round $dtype nccl-tests: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+      fi
+      for env_name in none detected seed; do
+        started=$(date +%s.%N)
+        # Only NVLink SHARP stays off in every environment; the bench gets
+        # its environment the way a pod's processes do (BASH_ENV).
+        # shellcheck disable=SC2016  # $0 and $@ are the inner bash's
+        env "${unset_nccl[@]}" BASH_ENV="$out/env-$env_name.sh" POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 \
+          bash -c 'exec "$0" "$@"' "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+          --nproc-per-node "$gpus" --mode tcp --timeout 300 --workdir "$out/work-$env_name-$dtype-$round" \
+          -- --ops all_reduce -b 1M -e 8G -f 2 --dtype "$dtype" -w 5 -n 20 \
+          > "$out/bench-$env_name-$dtype-$round.json" 2> "$out/bench-$env_name-$dtype-$round.stderr"
+        echo "round $round $dtype bench ($env_name): exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+      done
+    done
+  done
+  PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/bench_summary.py" "$out" | tee "$out/summary.txt"
+}
+
+torchtitan_runs() {
+  local variant="${3:?usage: measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]}"
+  local args_json="${4:-$ROOT/docs/measurements/h200x2-torchtitan/launch-args-$variant.json}" runs="${5:-1}"
+  local assets=/tmp/mlinfra-gpu/assets port=29641 run started launch_args
+  [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
+    "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1
+  "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/nccl.env" > /dev/null 2>&1 || return 1
+  mapfile -t launch_args < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' "$args_json")
+  # TorchTitan's own launcher script sets this; both starts get it.
+  export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  for run in $(seq 1 "$runs"); do
+    started=$(date +%s.%N)
+    MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
+      --run-dir "$out/run-$variant-launcher-$run" --run-id "$variant-launcher-$run" --nccl-env "$out/nccl.env" \
+      "${launch_args[@]}" > "$out/$variant-launcher-$run.out" 2>&1
+    echo "$variant launcher run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+    [[ "$variant" == bf16-compile ]] || continue
+    started=$(date +%s.%N)
+    # The same job as a user would type it: the detected environment
+    # sourced, torchrun, TorchTitan's flags.
+    (set -a; . "$out/nccl.env"; set +a
+     "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --rdzv-backend c10d \
+       --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "torchrun-$run" \
+       -m torchtitan.train --job.config_file files/train/llama3_8b.toml \
+       --training.steps 40 --training.local_batch_size 2 --training.seq_len 8192 --compile.enable \
+       --model.hf_assets_path "$assets/tokenizer" --training.dataset c4_test --training.dataset_path "$assets/data" \
+       --job.dump_folder /tmp/mlinfra-gpu/outputs --lr_scheduler.warmup_steps 10 --metrics.log_freq 10) \
+      > "$out/$variant-torchrun-$run.out" 2>&1
+    echo "$variant torchrun run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+  done
+  PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/titan_summary.py" "$out" | tee -a "$out/summary.txt"
+}
+
+two_nodes() {
+  local gpus half rank assets=/tmp/mlinfra-gpu/assets launch_args pids=()
+  gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  half=$((gpus / 2))
+  (( half >= 1 )) || { echo "two-nodes needs at least 2 GPUs" >&2; return 2; }
+  visible() { seq -s, $(($1 * half)) $(($1 * half + half - 1)); }
+  [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
+    "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1
+  for mode in sweep pairwise; do
+    local bench_args=(--ops all_reduce -b 1M -e 8G --dtype bfloat16)
+    [[ "$mode" == pairwise ]] && bench_args=(--pairwise --dtype bfloat16)
+    pids=()
+    for rank in 0 1; do
+      CUDA_VISIBLE_DEVICES="$(visible "$rank")" POD_NAME="bench-$rank" MASTER_ADDR=127.0.0.1 \
+        "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 2 --nproc-per-node "$half" --mode tcp --timeout 200 \
+        --workdir "$out/bench-$mode-node$rank" -- "${bench_args[@]}" > "$out/bench-$mode-node$rank.json" 2>&1 &
+      pids+=($!)
+    done
+    for rank in 0 1; do wait "${pids[$rank]}"; echo "bench $mode node $rank: exit $?" | tee -a "$out/runs.txt"; done
+  done
+  mapfile -t launch_args < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' \
+    "$ROOT/docs/measurements/h200x2-torchtitan/launch-args-two-nodes.json")
+  export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  pids=()
+  for rank in 0 1; do
+    CUDA_VISIBLE_DEVICES="$(visible "$rank")" MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-$rank" \
+      "$PY" "$ROOT/files/bin/mlinfra-train" start --wait --run-dir "$out/train-node$rank" --run-id two-nodes \
+      --nccl-env '' "${launch_args[@]}" > "$out/train-node$rank.out" 2>&1 &
+    pids+=($!)
+  done
+  for rank in 0 1; do wait "${pids[$rank]}"; echo "train node $rank: exit $?" | tee -a "$out/runs.txt"; done
+  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+from module_utils import throughput
+out = sys.argv[1]
+for mode in ("sweep", "pairwise"):
+    result = json.loads(open("%s/bench-%s-node0.json" % (out, mode)).read().strip().splitlines()[-1])
+    document = result.get("document") or {}
+    print("bench %s: exit %s, error %s" % (mode, result.get("exit_code"), result.get("error")))
+    for op, block in (document.get("ops") or {}).items():
+        print("  %s at 8 GiB: busbw %s GB/s" % (op, block["rows"][-1]["busbw_gbps"]))
+    if document.get("pairwise"):
+        print("  pairwise: %s" % json.dumps(document["pairwise"].get("pairs"))[:400])
+run = throughput.summarize_run("%s/train-node0.out" % out, throughput.parse_log("%s/train-node0.out" % out,
+                               "torchtitan"), warmup_steps=10)
+print("train: tokens/s per GPU %.0f, MFU %.2f%%, steps %s-%s" % (run["throughput"], 100 * (run["mfu"] or 0),
+                                                             run["first_step"], run["last_step"]))
+PY
+}
+
 case "$what" in
   node-report) node_report ;;
   pod-bench) pod_bench ;;
   train-launcher) train_launcher "$@" ;;
+  bench-compare) bench_compare "$@" ;;
+  torchtitan) torchtitan_runs "$@" ;;
+  two-nodes) two_nodes ;;
   *) echo "unknown measurement: $what" >&2; exit 2 ;;
 esac
