@@ -203,7 +203,14 @@ def test_replicas_range_is_the_clusters_node_count():
 
 def test_the_workflow_stops_at_a_failed_verification():
     tasks = {task["name"]: task for task in tasks_of(awx_play())}
-    nodes = tasks["Make the workflow deploy, verify-rdma, train"]["awx.awx.workflow_job_template"]["workflow_nodes"]
+    task = tasks["Make the workflow deploy, verify-rdma, train of each cluster"]
+    workflow = task["awx.awx.workflow_job_template"]
+    # One per cluster, on its inventory: a workflow cannot ask for the
+    # credential at launch, so it cannot ask for the cluster either.
+    assert task["loop"] == "{{ awx_clusters }}"
+    assert workflow["inventory"] == "{{ item }}" and workflow["ask_inventory_on_launch"] is False
+    assert workflow["name"].endswith("({{ item }})")
+    nodes = workflow["workflow_nodes"]
     by_id = {node["identifier"]: node for node in nodes}
     assert [node["identifier"] for node in nodes] == ["deploy", "verify-rdma", "train"]
     assert [n["identifier"] for n in by_id["deploy"]["related"]["success_nodes"]] == ["verify-rdma"]
@@ -211,6 +218,25 @@ def test_the_workflow_stops_at_a_failed_verification():
     for node in nodes:
         # Nothing runs after a failure: no failure or always branches.
         assert node["related"]["failure_nodes"] == [] and node["related"]["always_nodes"] == []
+        # Every step gets the cluster's credential (its K8S_AUTH_*).
+        assert node["related"]["credentials"] == "{{ credentials }}", node["identifier"]
+    assert task["vars"]["credentials"] == [
+        {"name": "{{ cluster_credentials[item] }}", "organization": {"name": "{{ awx_organization }}"}}]
+
+
+def test_the_cluster_credentials_are_checked_before_anything_is_made():
+    tasks = list(awx_play()["tasks"])
+    names = [task["name"] for task in tasks]
+    first_write = min(index for index, task in enumerate(tasks) if any(key.startswith("awx.awx.") for key in task))
+    assert names.index("Look up the cluster credentials in AWX") < first_write
+    assert names.index("Check that every cluster has its credential in AWX") < first_write
+    lookup = tasks[names.index("Look up the cluster credentials in AWX")]
+    assert "query('awx.awx.controller_api', 'credentials'" in lookup["ansible.builtin.set_fact"]["awx_credential_check"]
+    # The settings default every cluster's credential to "<cluster> cluster token".
+    vars_ = awx_play()["vars"]
+    assert vars_["awx_cluster_credentials"] == {}
+    spec = tasks[names.index("Check the settings")]["ansible.builtin.validate_argument_spec"]["argument_spec"]
+    assert spec["awx_cluster_credentials"] == {"type": "dict", "required": True}
 
 
 def test_tokens_are_only_handled_with_no_log():
