@@ -7,7 +7,8 @@
 # Stages, in order (default: all):
 #   pytest        pytest over tests/ (unit tests, and integration tests marked
 #                 `integration` that use the local Kubernetes cluster), ansible-core 2.21
-#   lint          ansible-lint, production profile, offline, whole repository
+#   lint          ansible-lint, production profile, offline, whole repository;
+#                 antsibull-changelog lint of changelogs/
 #   sanity        ansible-test sanity, ansible-core 2.21 (controller Python 3.12;
 #                 modules also compiled and imported on Python 3.9-3.13)
 #   molecule      molecule scenarios extensions/molecule/default (this machine)
@@ -43,7 +44,14 @@ stage_pytest() {
 }
 
 stage_lint() {
-  "$VENV/bin/ansible-lint" --nocolor --offline
+  local status=0
+  "$VENV/bin/ansible-lint" --nocolor --offline || status=1
+  # The changelog fragments (changelogs/fragments/) and the released versions
+  # (changelogs/changelog.yaml) that `antsibull-changelog release` turns into
+  # CHANGELOG.md: a malformed one would only show at release time.
+  "$VENV/bin/antsibull-changelog" lint || status=1
+  "$VENV/bin/antsibull-changelog" lint-changelog-yaml changelogs/changelog.yaml || status=1
+  return "$status"
 }
 
 stage_sanity() {

@@ -46,10 +46,40 @@ _value:
       description: True when every pod's result was read and no C(fail) level field differs.
       type: bool
     mismatches:
-      description: One entry per differing field, with C(field), C(level) (C(fail) or C(warn)), C(expected),
-        C(odd) (list of C({pod, node, value})) and a one-line C(message).
+      description: One entry per field that differs between the pods.
       type: list
       elements: dict
+      contains:
+        field:
+          description: The field of the result that differs.
+          type: str
+          choices: [transport, rdma_ports, gpus, gpudirect, nccl_version]
+        level:
+          description: V(fail) for a field every pod must share (RV(agree) is then false), V(warn) for one that
+            only makes the job slower.
+          type: str
+          choices: [fail, warn]
+        expected:
+          description: The value of the most pods (on a tie, the better one); for C(rdma_ports), the number of
+            usable RDMA ports (0 over TCP).
+          type: raw
+        odd:
+          description: The pods with another value, in pod ordinal order.
+          type: list
+          elements: dict
+          contains:
+            pod:
+              description: Pod name.
+              type: str
+            node:
+              description: The node it runs on.
+              type: str
+            value:
+              description: Its value.
+              type: raw
+        message:
+          description: One line naming the field, the expected value and every odd pod with its node and value.
+          type: str
     unreadable:
       description: The pods whose result could not be read.
       type: list

@@ -38,9 +38,34 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One entry per pod, with keys C(pod), C(index), C(phase), C(state), C(exit_code), C(reason), C(message).
+  description: One entry per pod, by node index (pods without one last, by name).
   type: list
   elements: dict
+  contains:
+    pod:
+      description: Pod name.
+      type: str
+    index:
+      description: The pod's node index, from its controller's index label or the number its name ends in; null
+        when neither gives one.
+      type: int
+    phase:
+      description: The pod's phase (V(Pending) when it reports none).
+      type: str
+    state:
+      description: V(succeeded) or V(failed) once the pod's phase says so, else V(running).
+      type: str
+      choices: [running, succeeded, failed]
+    exit_code:
+      description: Exit code of the trainer container; null until it ended.
+      type: int
+    reason:
+      description: Why the trainer container ended (for example V(Error) or V(OOMKilled)), else the pod's own
+        reason (for example V(Evicted)); null when there is none.
+      type: str
+    message:
+      description: The container's termination message, else the pod's message; null when there is none.
+      type: str
 """
 
 from ansible.errors import AnsibleFilterError

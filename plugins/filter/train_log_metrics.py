@@ -34,10 +34,41 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description:
-    - C(metrics) (the latest line's C(step), C(loss), C(tps), C(tflops), C(mfu), C(memory_gib); null when the log
-      has no metrics line yet), C(first_loss), C(latest_loss) and C(steps_logged).
+  description: The latest figures and how the loss moved.
   type: dict
+  contains:
+    metrics:
+      description: The figures of the latest metrics line; null when the log has no metrics line yet. A figure
+        the line lacks is null.
+      type: dict
+      contains:
+        step:
+          description: Its step.
+          type: int
+        loss:
+          description: Its loss.
+          type: float
+        tps:
+          description: Tokens per second per GPU.
+          type: float
+        tflops:
+          description: TFLOPS per GPU.
+          type: float
+        mfu:
+          description: Model FLOPS utilisation as a fraction (TorchTitan's percentage divided by 100).
+          type: float
+        memory_gib:
+          description: GPU memory in use, GiB.
+          type: float
+    first_loss:
+      description: The loss of the first metrics line that has one; null when none has.
+      type: float
+    latest_loss:
+      description: The loss of the latest metrics line that has one; null when none has.
+      type: float
+    steps_logged:
+      description: How many metrics lines the log has.
+      type: int
 """
 
 from ansible.errors import AnsibleFilterError

@@ -132,11 +132,38 @@ nccl_version_source:
   description: Where that version was found.
   returned: always
   type: str
+gpus:
+  description: Number of NVIDIA GPUs on the node (those under C(/proc/driver/nvidia/gpus)).
+  returned: always
+  type: int
+  sample: 4
+gpudirect:
+  description:
+    - Whether GPUDirect RDMA is available (C(nvidia_peermem) or C(nv_peer_mem) loaded, or DMA-BUF with the
+      NVIDIA open kernel module); null when the transport is not V(rdma).
+  returned: always
+  type: bool
 rdma_ports:
   description: The RDMA ports NCCL can use on this node, with their netdevs.
   returned: always
   type: list
   elements: dict
+  contains:
+    device:
+      description: RDMA device name.
+      type: str
+      sample: mlx5_0
+    port:
+      description: Port number on that device.
+      type: int
+      sample: 1
+    netdev:
+      description: The network interface of the port; null for an InfiniBand device without one.
+      type: str
+      sample: ens1f0np0
+    link_layer:
+      description: V(InfiniBand) or V(Ethernet) (RoCE).
+      type: str
 errors:
   description: Why the requested transport cannot work (the task fails when there is one).
   returned: always

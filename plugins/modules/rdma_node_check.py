@@ -137,6 +137,23 @@ summary:
   returned: always
   type: dict
   sample: {pass: 10, warn: 0, fail: 1, skip: 0, total: 11}
+  contains:
+    pass:
+      description: Checks that passed.
+      type: int
+    warn:
+      description: Checks that warned.
+      type: int
+    fail:
+      description: Checks that failed.
+      type: int
+    skip:
+      description: Checks that did not apply or had nothing to go on (for example GPUDirect RDMA in O(mode=tcp),
+        or C(roce_gid) on a node without RoCE ports).
+      type: int
+    total:
+      description: Checks run.
+      type: int
 failed_checks:
   description: Names of the checks whose status fails the task under O(fail_on).
   returned: always

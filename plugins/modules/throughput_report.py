@@ -228,10 +228,22 @@ runs:
       type: float
       sample: 0.3412
     drop:
-      description: >-
-        The fall within the run, or null: C(step) from which the throughput stays lower, the medians C(before)
-        and C(after), and the C(fraction) lost.
+      description: The fall within the run, or null when the throughput does not fall and stay lower.
       type: dict
+      contains:
+        step:
+          description: The step from which the throughput stays lower.
+          type: int
+        before:
+          description: Median throughput before that step.
+          type: float
+        after:
+          description: Median throughput from that step on.
+          type: float
+        fraction:
+          description: The throughput lost, as a fraction of RV(runs[].drop.before).
+          type: float
+          sample: 0.3762
     degraded:
       description: Whether the run is degraded.
       type: bool
@@ -249,7 +261,7 @@ runs:
       type: list
       elements: str
 baseline:
-  description: The baseline used, per metric.
+  description: The baseline used per metric, a mapping of the metric's name (RV(runs[].metric)) to the keys below.
   returned: always
   type: dict
   sample:
@@ -298,8 +310,46 @@ baseline_file:
       description: Whether it was written by this task (false in check mode and when it was already up to date).
       type: bool
     content:
-      description: The baseline document.
+      description: The baseline document, as written to the file (what O(baseline) reads back).
       type: dict
+      contains:
+        kind:
+          description: V(mlinfra.multinode.throughput_baseline), which marks the file as a baseline.
+          type: str
+        version:
+          description: Version of the document's layout.
+          type: int
+          sample: 1
+        baselines:
+          description: The metric's name (RV(runs[].metric)) to its baseline, a mapping with the keys below.
+          type: dict
+          contains:
+            value:
+              description: Median throughput of this report's runs of that metric that are not degraded.
+              type: float
+            unit:
+              description: Its unit.
+              type: str
+            spread:
+              description: Median absolute deviation of those runs over their median; null for fewer than two.
+              type: float
+            runs:
+              description: Those runs.
+              type: list
+              elements: dict
+              contains:
+                path:
+                  description: Absolute path of the run's log.
+                  type: str
+                format:
+                  description: The log's format, as in RV(runs[].format).
+                  type: str
+                throughput:
+                  description: The run's throughput.
+                  type: float
+                time:
+                  description: Modification time of the log in UTC, ISO 8601.
+                  type: str
 """
 
 import json
