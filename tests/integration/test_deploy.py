@@ -234,6 +234,10 @@ def test_teardown_keeps_the_workspaces_unless_purged(api_client, deploy_ns):
     assert wait_gone(api_client, deploy_ns) == []
     apps = client.AppsV1Api(api_client)
     assert apps.list_namespaced_stateful_set(deploy_ns).items == []
+    # Every ConfigMap the deploy made (the pods' code, commands and training
+    # files) goes; only the one Kubernetes puts in every namespace stays.
+    config_maps = client.CoreV1Api(api_client).list_namespaced_config_map(deploy_ns).items
+    assert [c.metadata.name for c in config_maps] == ["kube-root-ca.crt"]
     assert claims(api_client, deploy_ns) == kept
     purge = run_playbook("teardown.yml", "local", dict(ns, purge_workspaces=True))
     assert not purge.failed, purge.failure_messages()
