@@ -40,6 +40,13 @@
 #       its dependencies importable (PYTHONPATH); makes the tokenizer and the
 #       data under /tmp/mlinfra-gpu/assets first (make_train_assets.py).
 #
+#   tools/gpu/measure.sh launch-compare OUTDIR ALL_REDUCE_PERF
+#       how the way iterations are issued moves the figures, all_reduce bf16
+#       1 MiB to 128 MiB, -w 5 -n 20, three rounds alternating: nccl-tests
+#       as is and with its CUDA-graph mode (-G 20), and mlinfra-pod-bench
+#       with --launch graph, graph with NCCL_GRAPH_REGISTER=0, and eager.
+#       Prints the per-size medians (busbw GB/s).
+#
 #   tools/gpu/measure.sh two-nodes OUTDIR
 #       this host's GPUs split into two "nodes" of half of them each
 #       (CUDA_VISIBLE_DEVICES), each started as its own pod would be:
@@ -223,6 +230,45 @@ torchtitan_runs() {
   PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/titan_summary.py" "$out" | tee -a "$out/summary.txt"
 }
 
+launch_compare() {
+  local all_reduce_perf="${3:?usage: measure.sh launch-compare OUTDIR ALL_REDUCE_PERF}" round
+  bench_as() {
+    local name="$1" round="$2"; shift 2
+    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 60 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+      --nproc-per-node 2 --mode tcp --timeout 50 --workdir "$out/work-$name-$round" \
+      -- --ops all_reduce -b 1M -e 128M --dtype bfloat16 -w 5 -n 20 "$@" > "$out/$name-$round.json" 2>/dev/null
+  }
+  for round in 1 2 3; do
+    timeout 30 "$all_reduce_perf" -b 1M -e 128M -f 2 -g 2 -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
+    timeout 30 "$all_reduce_perf" -b 1M -e 128M -f 2 -g 2 -w 5 -n 20 -d bfloat16 -G 20 \
+      > "$out/nccltests_graph-$round.txt" 2>&1
+    bench_as graph "$round"
+    NCCL_GRAPH_REGISTER=0 bench_as graph_noregister "$round"
+    bench_as eager "$round" --launch eager
+  done
+  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"
+import json, sys
+from module_utils import collective_bench as cb
+from module_utils.throughput import median
+out = sys.argv[1]
+def nccl_tests(path):
+    rows = [row for block in cb.parse_table(open(path).read()) for row in block["rows"]]
+    return dict((row["size"], row["in_place"]["busbw_gbps"]) for row in rows)
+def bench(path):
+    result = json.loads(open(path).read().strip().splitlines()[-1])
+    return dict((row["size"], row["busbw_gbps"]) for row in result["document"]["ops"]["all_reduce"]["rows"])
+kinds = (("nccltests", nccl_tests), ("nccltests_graph", nccl_tests), ("graph", bench), ("graph_noregister", bench),
+         ("eager", bench))
+series = dict((kind, [read("%s/%s-%d.%s" % (out, kind, r, "txt" if read is nccl_tests else "json"))
+                      for r in (1, 2, 3)]) for kind, read in kinds)
+print("median busbw GB/s of 3 rounds, all_reduce bf16")
+print("%8s" % "size" + "".join("%18s" % kind for kind, _ in kinds))
+for size in sorted(series["nccltests"][0]):
+    print("%8s" % cb.format_size(size) + "".join("%18.1f" % median([rows[size] for rows in series[kind]])
+                                                 for kind, _ in kinds))
+PY
+}
+
 two_nodes() {
   local gpus half rank assets=/tmp/mlinfra-gpu/assets launch_args pids=()
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
@@ -280,5 +326,6 @@ case "$what" in
   bench-compare) bench_compare "$@" ;;
   torchtitan) torchtitan_runs "$@" ;;
   two-nodes) two_nodes ;;
+  launch-compare) launch_compare "$@" ;;
   *) echo "unknown measurement: $what" >&2; exit 2 ;;
 esac
