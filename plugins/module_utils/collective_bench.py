@@ -65,7 +65,14 @@ DEFAULT_FACTOR = 2
 DEFAULT_WARMUP = 5
 DEFAULT_ITERS = 20
 # How the timed iterations are issued on GPUs (resolve_device, --launch).
-LAUNCHES = ("graph", "eager")
+LAUNCHES = ("auto", "eager", "graph")
+# --launch auto: a size is timed again as a CUDA graph when the eager loop's
+# CPU time to issue its calls reaches this fraction of the GPU time they
+# took. Below it the GPU runs ahead of the CPU, the launches are hidden, and
+# the eager figure stands: replaying torch's captured collectives costs 1 to
+# 4% there (docs/PERFORMANCE.md, "How the iterations are issued"). Above it
+# the GPU has been waiting for the CPU and the eager figure is the launch's.
+LAUNCH_BOUND_FRACTION = 0.9
 # A pairwise all_reduce of 256 MiB is bandwidth-bound on NVLink and RDMA
 # (the H200 reference reaches 95% of its 8 GiB bandwidth at 256 MiB); gloo
 # on CPUs moves a few GB/s at best, where 1 MiB keeps a pair under a second.
@@ -314,14 +321,22 @@ def gate(size, busbw, thresholds):
 # --- rows and the document --------------------------------------------------
 
 
-def measured_row(op, shape, nranks, seconds, wrong, thresholds=()):
+def launch_bound(issue_seconds, gpu_seconds):
+    """Whether an eager loop that took ``issue_seconds`` of CPU time to issue
+    calls that took ``gpu_seconds`` on the GPU measured the launches rather
+    than the collective (--launch auto then times a CUDA graph instead)."""
+    return issue_seconds >= LAUNCH_BOUND_FRACTION * gpu_seconds
+
+
+def measured_row(op, shape, nranks, seconds, wrong, thresholds=(), launch="eager"):
     """A row of a size that was measured: ``seconds`` per operation (the
-    slowest rank's), ``wrong`` elements summed over the ranks."""
+    slowest rank's), ``wrong`` elements summed over the ranks, ``launch``
+    how the timed iterations were issued (eager or graph)."""
     algbw, busbw = bandwidth(op, shape["size"], seconds, nranks)
     return {
         "size": shape["size"], "requested_size": shape["requested_size"], "count": shape["count"],
         "status": "measured", "note": None, "time_us": seconds * 1.0e6, "algbw_gbps": algbw, "busbw_gbps": busbw,
-        "wrong": int(wrong), "gate": gate(shape["requested_size"], busbw, thresholds),
+        "wrong": int(wrong), "gate": gate(shape["requested_size"], busbw, thresholds), "launch": launch,
     }
 
 
@@ -330,7 +345,7 @@ def unmeasured_row(shape, note, thresholds=()):
     return {
         "size": shape["size"], "requested_size": shape["requested_size"], "count": shape["count"],
         "status": "not-measured", "note": note, "time_us": None, "algbw_gbps": None, "busbw_gbps": None,
-        "wrong": None, "gate": gate(shape["requested_size"], None, thresholds),
+        "wrong": None, "gate": gate(shape["requested_size"], None, thresholds), "launch": None,
     }
 
 
@@ -530,7 +545,11 @@ def table_footer(op, rows):
     measured = [row for row in rows if row["status"] == "measured"]
     wrong = sum(row["wrong"] for row in measured)
     average = average_busbw(rows)
-    return [
+    graphed = [format_size(row["size"]) for row in measured if row.get("launch") == "graph"]
+    # nccl-tests' "graph:" setting is one for the whole run; with --launch
+    # auto only some sizes are, and the table says which.
+    lines = ["# Timed as a CUDA graph: %s" % " ".join(graphed)] if graphed else []
+    return lines + [
         "# Out of bounds values : %d %s" % (wrong, "OK" if not wrong else "FAILED"),
         "# Avg bus bandwidth    : %s " % (NOT_AVAILABLE if average is None else "%g" % average),
         "#",
@@ -798,11 +817,12 @@ def build_parser():
                         help="untimed iterations per size (default %(default)s)")
     parser.add_argument("-n", "--iters", default=str(DEFAULT_ITERS),
                         help="timed iterations per size (default %(default)s)")
-    parser.add_argument("--launch", choices=LAUNCHES, default="graph",
-                        help="graph: on GPUs the timed iterations are captured once as a CUDA graph and replayed, so "
-                             "that Python's and torch's cost per call (tens of microseconds) does not hide the "
-                             "collective's time at small sizes; eager: one torch call per iteration, as a training "
-                             "loop makes them (default %(default)s; CPUs always run eager)")
+    parser.add_argument("--launch", choices=LAUNCHES, default="auto",
+                        help="how the timed iterations are issued on GPUs. eager: one torch call per iteration, as a "
+                             "training loop makes them; graph: captured once as a CUDA graph and replayed, so that "
+                             "Python's and torch's cost per call (tens of microseconds) cannot hide the collective's "
+                             "time at small sizes; auto: eager, and a size is timed again as a graph where the eager "
+                             "loop was bound by issuing its calls (default %(default)s; CPUs always run eager)")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                         help="auto: nccl when CUDA is available, else gloo on the CPU")
     parser.add_argument("--min-busbw", action="append", default=[], metavar="SIZE=GBPS",
@@ -836,7 +856,7 @@ def resolve_options(args, env):
     (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE), as far as they need no
     torch. Raises ValueError, a usage error, naming the option and the fix."""
     options = {"pairwise": bool(args.pairwise), "json": args.json, "backend": args.backend, "dtype": args.dtype,
-               "launch": getattr(args, "launch", "graph")}
+               "launch": getattr(args, "launch", "auto")}
     if args.pairwise and args.ops is not None and [op.strip() for op in args.ops.split(",")] != ["all_reduce"]:
         raise ValueError("--pairwise measures all_reduce only: drop --ops %s" % args.ops)
     ops = [op.strip() for op in (args.ops or "all_reduce").split(",") if op.strip()]

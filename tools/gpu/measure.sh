@@ -242,8 +242,8 @@ launch_compare() {
     timeout 30 "$all_reduce_perf" -b 1M -e 128M -f 2 -g 2 -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
     timeout 30 "$all_reduce_perf" -b 1M -e 128M -f 2 -g 2 -w 5 -n 20 -d bfloat16 -G 20 \
       > "$out/nccltests_graph-$round.txt" 2>&1
-    bench_as graph "$round"
-    NCCL_GRAPH_REGISTER=0 bench_as graph_noregister "$round"
+    bench_as graph "$round" --launch graph
+    NCCL_GRAPH_REGISTER=0 bench_as graph_noregister "$round" --launch graph
     bench_as eager "$round" --launch eager
   done
   PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"

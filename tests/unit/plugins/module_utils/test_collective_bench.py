@@ -523,17 +523,47 @@ def test_options_defaults():
     assert pairwise["pairwise_size"] == 256 * 1024 ** 2 and pairwise["sizes"] == []
 
 
-def test_launch_is_a_graph_on_gpus_only_and_is_recorded():
+def test_launch_is_chosen_per_size_on_gpus_only_and_is_recorded():
     gpu = _options([], cuda=True)
-    assert gpu["launch"] == "graph"
+    assert gpu["launch"] == "auto"
     settings = dict(cb.settings_of(dict(gpu, min_bytes=1, max_bytes=2, factor=2)))
-    assert settings["launch"] == "graph"
-    assert "graph: 1" in cb.table_preamble("all_reduce", settings)[1]
+    assert settings["launch"] == "auto"
+    # nccl-tests' "graph:" is one setting for the whole run: 1 only when
+    # every size is a graph.
+    assert "graph: 0" in cb.table_preamble("all_reduce", settings)[1]
     assert _options(["--launch", "eager"], cuda=True)["launch"] == "eager"
+    graph = _options(["--launch", "graph"], cuda=True)
+    assert "graph: 1" in cb.table_preamble("all_reduce", cb.settings_of(graph))[1]
     # gloo has no CUDA graphs: the CPU sweep is eager whatever was asked.
     cpu = _options(["--launch", "graph"])
     assert cpu["launch"] == "eager"
     assert "graph: 0" in cb.table_preamble("all_reduce", cb.settings_of(cpu))[1]
+
+
+@pytest.mark.parametrize("issue_us, gpu_us, bound", [
+    # Launch-bound loops: the GPU waited for each call (1 MiB over NVLink).
+    (30.0, 31.0, True), (28.0, 30.0, True),
+    # The GPU ran ahead of the CPU: the eager figure is the collective's.
+    (26.0, 30.0, False), (25.0, 34.0, False), (25.0, 2500.0, False),
+])
+def test_launch_bound_is_the_cpu_issue_time_reaching_the_gpu_time(issue_us, gpu_us, bound):
+    assert cb.launch_bound(issue_us / 1.0e6, gpu_us / 1.0e6) is bound
+
+
+def test_rows_record_their_launch_and_the_table_names_the_graph_sizes():
+    rows = [cb.measured_row("all_reduce", cb.layout("all_reduce", size, 2, "bfloat16"), 2, seconds, 0, (), launch)
+            for size, seconds, launch in ((2 ** 20, 2.0e-5, "graph"), (2 ** 21, 3.0e-5, "graph"),
+                                          (2 ** 22, 3.4e-5, "eager"))]
+    assert [row["launch"] for row in rows] == ["graph", "graph", "eager"]
+    footer = cb.table_footer("all_reduce", rows)
+    assert footer[0] == "# Timed as a CUDA graph: 1M 2M"
+    # A table read back is not disturbed by the comment.
+    parsed = cb.parse_table("\n".join(list(cb.TABLE_HEADER) + [cb.format_row("all_reduce", "bfloat16", row)
+                                                                for row in rows] + footer))
+    assert len(parsed) == 1 and len(parsed[0]["rows"]) == 3 and parsed[0]["out_of_bounds"] == 0
+    eager_only = cb.table_footer("all_reduce", rows[2:])
+    assert not any("CUDA graph" in line for line in eager_only)
+    assert cb.unmeasured_row(cb.layout("all_reduce", 2 ** 20, 2, "bfloat16"), "no memory")["launch"] is None
 
 
 @pytest.mark.parametrize("argv, env, cuda, words", [
