@@ -44,7 +44,8 @@
 #       how the way iterations are issued moves the figures, all_reduce bf16
 #       1 MiB to 128 MiB, -w 5 -n 20, three rounds alternating: nccl-tests
 #       as is and with its CUDA-graph mode (-G 20), and mlinfra-pod-bench
-#       with --launch graph, graph with NCCL_GRAPH_REGISTER=0, and eager.
+#       with --launch graph, graph with NCCL_GRAPH_REGISTER=0, eager and
+#       auto (which sizes auto timed as a graph is printed per round).
 #       Prints the per-size medians (busbw GB/s).
 #
 #   tools/gpu/measure.sh two-nodes OUTDIR
@@ -245,6 +246,7 @@ launch_compare() {
     bench_as graph "$round" --launch graph
     NCCL_GRAPH_REGISTER=0 bench_as graph_noregister "$round" --launch graph
     bench_as eager "$round" --launch eager
+    bench_as auto "$round" --launch auto
   done
   PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"
 import json, sys
@@ -258,7 +260,7 @@ def bench(path):
     result = json.loads(open(path).read().strip().splitlines()[-1])
     return dict((row["size"], row["busbw_gbps"]) for row in result["document"]["ops"]["all_reduce"]["rows"])
 kinds = (("nccltests", nccl_tests), ("nccltests_graph", nccl_tests), ("graph", bench), ("graph_noregister", bench),
-         ("eager", bench))
+         ("eager", bench), ("auto", bench))
 series = dict((kind, [read("%s/%s-%d.%s" % (out, kind, r, "txt" if read is nccl_tests else "json"))
                       for r in (1, 2, 3)]) for kind, read in kinds)
 print("median busbw GB/s of 3 rounds, all_reduce bf16")
@@ -266,6 +268,11 @@ print("%8s" % "size" + "".join("%18s" % kind for kind, _ in kinds))
 for size in sorted(series["nccltests"][0]):
     print("%8s" % cb.format_size(size) + "".join("%18.1f" % median([rows[size] for rows in series[kind]])
                                                  for kind, _ in kinds))
+for r in (1, 2, 3):
+    result = json.loads(open("%s/auto-%d.json" % (out, r)).read().strip().splitlines()[-1])
+    print("auto round %d timed as a graph: %s" % (r, " ".join(
+        cb.format_size(row["size"]) for row in result["document"]["ops"]["all_reduce"]["rows"]
+        if row.get("launch") == "graph")))
 PY
 }
 

@@ -558,8 +558,8 @@ def test_rows_record_their_launch_and_the_table_names_the_graph_sizes():
     footer = cb.table_footer("all_reduce", rows)
     assert footer[0] == "# Timed as a CUDA graph: 1M 2M"
     # A table read back is not disturbed by the comment.
-    parsed = cb.parse_table("\n".join(list(cb.TABLE_HEADER) + [cb.format_row("all_reduce", "bfloat16", row)
-                                                                for row in rows] + footer))
+    table_lines = list(cb.TABLE_HEADER) + [cb.format_row("all_reduce", "bfloat16", row) for row in rows] + footer
+    parsed = cb.parse_table("\n".join(table_lines))
     assert len(parsed) == 1 and len(parsed[0]["rows"]) == 3 and parsed[0]["out_of_bounds"] == 0
     eager_only = cb.table_footer("all_reduce", rows[2:])
     assert not any("CUDA graph" in line for line in eager_only)
