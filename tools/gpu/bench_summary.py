@@ -6,7 +6,11 @@ GPU validation judges (docs/PERFORMANCE.md):
   against NVIDIA nccl-tests' in-place busbw (torch's all_reduce writes over
   its input: nccl-tests' in-place run); goal >= 0.99 from 64 MiB up;
 - the detected environment and the seeds' fixed one against NCCL's
-  defaults; goal: the detected one never more than 1% below.
+  defaults; goal: the detected one never more than 1% below;
+- what NCCL set up in each environment (its NCCL_DEBUG=INFO log of the first
+  round): the lines where it differs from the run with none set. Where
+  only the variables' own echo differs, the collectives ran with the same
+  channels, transports and rings, and any gap in busbw is run-to-run noise.
 
 Reads nccl-tests' table with the benchmark's own parser
 (collective_bench.parse_table) and the benchmark's JSON result.
@@ -23,6 +27,13 @@ from module_utils.throughput import median
 
 ENVIRONMENTS = ("none", "detected", "seed")
 FROM_SIZE = 64 * 1024 * 1024
+# Parts of an NCCL INFO line that change from one process to the next
+# without changing what NCCL set up: the "host:pid:tid [dev]" prefix, object
+# addresses, the CPU cores its proxy threads happened to start on, and the
+# lines of how long its initialization took.
+_NCCL_PREFIX = re.compile(r"^\S+:\d+:\d+ \[\d+\] NCCL INFO ")
+_NCCL_VOLATILE = (re.compile(r"0x[0-9a-f]+"), re.compile(r"CPU core \d+"))
+_NCCL_TIMINGS = "Init timings"
 
 
 def bench_rows(path):
@@ -36,13 +47,46 @@ def bench_rows(path):
 def nccl_tests_rows(path):
     with open(path) as handle:
         blocks = cb.parse_table(handle.read())
-    rows = [row for block in blocks if block["op"] == "all_reduce" for row in block["rows"]]
+    # nccl-tests before 2.14 print no "Collective test starting" line, so
+    # their table names no op: all_reduce_perf's own table is all_reduce.
+    rows = [row for block in blocks if block["op"] in ("all_reduce", None) for row in block["rows"]]
     if not rows:
         raise SystemExit("%s holds no all_reduce_perf table" % path)
     return dict((row["size"], row["in_place"]["busbw_gbps"]) for row in rows)
 
 
-def medians(paths, read):
+def nccl_setup(path):
+    """The NCCL INFO lines of a bench log, without what varies by process,
+    as a sorted list (a line NCCL prints once per rank appears twice)."""
+    lines = []
+    with open(path) as handle:
+        for line in handle:
+            if not _NCCL_PREFIX.match(line):
+                continue
+            line = _NCCL_PREFIX.sub("", line.rstrip("\n"))
+            if line.startswith(_NCCL_TIMINGS):
+                continue
+            for volatile in _NCCL_VOLATILE:
+                line = volatile.sub("#", line)
+            lines.append(line)
+    return sorted(lines)
+
+
+def setup_differences(out, dtype):
+    """{environment: (lines only in it, lines only in none)} for the first
+    round's NCCL logs, or None where a log is missing."""
+    logs = dict((env, os.path.join(out, "work-%s-%s-1" % (env, dtype), "bench-node0.log")) for env in ENVIRONMENTS)
+    if not all(os.path.exists(path) for path in logs.values()):
+        return None
+    none = nccl_setup(logs["none"])
+    differences = {}
+    for env in ENVIRONMENTS[1:]:
+        lines = nccl_setup(logs[env])
+        differences[env] = (sorted(set(lines) - set(none)), sorted(set(none) - set(lines)))
+    return differences
+
+
+def read_rounds(paths, read):
     series = []
     for path in paths:
         try:
@@ -51,8 +95,25 @@ def medians(paths, read):
             # A run cut short (the call's time limit) leaves a file without
             # its table: that round is left out, and said so.
             print("left out: %s" % exc)
+    return series
+
+
+def medians(series):
+    """Per size, the median of the rounds that measured it."""
     sizes = sorted(set.intersection(*(set(rows) for rows in series))) if series else []
     return dict((size, median([rows[size] for rows in series])) for size in sizes)
+
+
+def widest_spread(series_of_envs, below):
+    """The largest (max - min) / median of one environment's rounds at one
+    size, over the sizes below FROM_SIZE (``below``) or the others."""
+    widest = 0.0
+    for series in series_of_envs:
+        for size, mid in medians(series).items():
+            if (size < FROM_SIZE) == below and mid and len(series) > 1:
+                values = [rows[size] for rows in series]
+                widest = max(widest, (max(values) - min(values)) / mid)
+    return widest
 
 
 def main(out):
@@ -61,9 +122,11 @@ def main(out):
     print("rounds: %d (medians over them)" % len(rounds))
     failed = False
     for dtype in ("bfloat16", "float32"):
-        got = dict((env, medians(sorted(glob.glob(os.path.join(out, "bench-%s-%s-*.json" % (env, dtype)))),
-                                 bench_rows)) for env in ENVIRONMENTS)
-        ref = medians(sorted(glob.glob(os.path.join(out, "nccltests-%s-*.txt" % dtype))), nccl_tests_rows)
+        rounds_of = dict((env, read_rounds(sorted(glob.glob(os.path.join(out, "bench-%s-%s-*.json" % (env, dtype)))),
+                                           bench_rows)) for env in ENVIRONMENTS)
+        got = dict((env, medians(series)) for env, series in rounds_of.items())
+        ref = medians(read_rounds(sorted(glob.glob(os.path.join(out, "nccltests-%s-*.txt" % dtype))),
+                                  nccl_tests_rows))
         print("\n%s  busbw GB/s" % dtype)
         print("%10s %11s %11s %8s %11s %11s %9s %9s" % (
             "size", "nccl-tests", "bench", "ratio", "none", "seed", "det/none", "seed/none"))
@@ -92,6 +155,12 @@ def main(out):
             failed |= worst_none < 0.99
         if worst_seed is not None:
             print("seed / none, lowest at any size: %.4f" % worst_seed)
+        print("rounds of one environment differ by up to %.1f%% below 64 MiB, %.1f%% from 64 MiB up" % (
+            100 * widest_spread(rounds_of.values(), True), 100 * widest_spread(rounds_of.values(), False)))
+        differences = setup_differences(out, dtype)
+        for env, (added, missing) in sorted((differences or {}).items()):
+            print("NCCL set-up, %s against none (round 1): %s" % (
+                env, "; ".join(["+ " + line for line in added] + ["- " + line for line in missing]) or "the same"))
     return 1 if failed else 0
 
 

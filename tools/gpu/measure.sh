@@ -29,7 +29,8 @@
 #       built NVIDIA nccl-tests all_reduce_perf is given, that with the same
 #       sizes, types and iterations (-g GPUS, one process). Everything
 #       alternates ROUNDS times (default 2); summary.txt has the per-size
-#       medians and their ratios.
+#       medians and their ratios, the spread of each environment's rounds,
+#       and where NCCL's log of its set-up differs from the run with none.
 #
 #   tools/gpu/measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]
 #       TorchTitan through the train role's launcher, its arguments as the
