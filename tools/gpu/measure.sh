@@ -49,6 +49,14 @@
 #       auto (which sizes auto timed as a graph is printed per round).
 #       Prints the per-size medians (busbw GB/s).
 #
+#   tools/gpu/measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]
+#       where the benchmark stands against torch itself: all_reduce bf16,
+#       16 MiB to 512 MiB, -w 5 -n 20, ROUNDS rounds (default 5)
+#       alternating: nccl-tests, mlinfra-pod-bench (--launch eager), and a
+#       plain torch.distributed loop (tools/gpu/torch_loop.py: a tensor per
+#       size or a view of one buffer, rank 0's time or the slowest rank's).
+#       Prints the per-size medians and their ratios to nccl-tests.
+#
 #   tools/gpu/measure.sh two-nodes OUTDIR
 #       this host's GPUs split into two "nodes" of half of them each
 #       (CUDA_VISIBLE_DEVICES), each started as its own pod would be:
@@ -277,6 +285,51 @@ for r in (1, 2, 3):
 PY
 }
 
+torch_loop() {
+  local all_reduce_perf="${3:?usage: measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]}" rounds="${4:-5}" round
+  for round in $(seq 1 "$rounds"); do
+    timeout 60 "$all_reduce_perf" -b 16M -e 512M -f 2 -g 2 -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
+    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 90 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+      --nproc-per-node 2 --mode tcp --timeout 80 --workdir "$out/work-bench-$round" \
+      -- --ops all_reduce -b 16M -e 512M --dtype bfloat16 -w 5 -n 20 --launch eager > "$out/bench-$round.json" 2>/dev/null
+    timeout 90 "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --rdzv-backend c10d \
+      --rdzv-endpoint 127.0.0.1:29660 --rdzv-id "loop-$round" "$ROOT/tools/gpu/torch_loop.py" -b 16M -e 512M \
+      > "$out/loop-$round.jsonl" 2> "$out/loop-$round.stderr"
+    echo "round $round done" >> "$out/runs.txt"
+  done
+  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" "$rounds" <<'PY' | tee "$out/summary.txt"
+import json, sys
+from module_utils import collective_bench as cb
+from module_utils.throughput import median
+out, rounds = sys.argv[1], range(1, int(sys.argv[2]) + 1)
+series = {}
+def add(kind, size, value):
+    series.setdefault(kind, {}).setdefault(size, []).append(value)
+for r in rounds:
+    for block in cb.parse_table(open("%s/nccltests-%d.txt" % (out, r)).read()):
+        for row in block["rows"]:
+            add("nccl-tests", row["size"], row["in_place"]["busbw_gbps"])
+    result = json.loads(open("%s/bench-%d.json" % (out, r)).read().strip().splitlines()[-1])
+    for row in result["document"]["ops"]["all_reduce"]["rows"]:
+        add("bench", row["size"], row["busbw_gbps"])
+    for line in open("%s/loop-%d.jsonl" % (out, r)):
+        if line.startswith("{"):
+            row = json.loads(line)
+            add("loop %s rank0" % row["buffer"], row["size"], row["rank0_busbw_gbps"])
+            add("loop %s max" % row["buffer"], row["size"], row["max_busbw_gbps"])
+kinds = ["nccl-tests", "bench", "loop fresh rank0", "loop fresh max", "loop view rank0", "loop view max"]
+print("median busbw GB/s of %d rounds (ratio to nccl-tests), all_reduce bf16" % len(rounds))
+print("%8s" % "size" + "".join("%24s" % kind for kind in kinds))
+for size in sorted(series["nccl-tests"]):
+    ref = median(series["nccl-tests"][size])
+    cells = []
+    for kind in kinds:
+        value = median(series.get(kind, {}).get(size) or [float("nan")])
+        cells.append("%24s" % ("%.1f (%.4f)" % (value, value / ref)))
+    print("%8s" % cb.format_size(size) + "".join(cells))
+PY
+}
+
 two_nodes() {
   local gpus half rank assets=/tmp/mlinfra-gpu/assets launch_args pids=()
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
@@ -333,6 +386,7 @@ case "$what" in
   train-launcher) train_launcher "$@" ;;
   bench-compare) bench_compare "$@" ;;
   torchtitan) torchtitan_runs "$@" ;;
+  torch-loop) torch_loop "$@" ;;
   two-nodes) two_nodes ;;
   launch-compare) launch_compare "$@" ;;
   *) echo "unknown measurement: $what" >&2; exit 2 ;;
