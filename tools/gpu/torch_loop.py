@@ -44,7 +44,7 @@ def timed(tensor, warmup, iters):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-b", "--min-bytes", default="16M")
     parser.add_argument("-e", "--max-bytes", default="512M")
     parser.add_argument("-w", "--warmup", type=int, default=5)
