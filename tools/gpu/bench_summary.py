@@ -56,9 +56,9 @@ def nccl_tests_rows(path):
 
 
 def nccl_setup(path):
-    """The NCCL INFO lines of a bench log, without what varies by process,
-    as a sorted list (a line NCCL prints once per rank appears twice)."""
-    lines = []
+    """The set of NCCL INFO lines of a bench log, without what varies from
+    one process to the next."""
+    lines = set()
     with open(path) as handle:
         for line in handle:
             if not _NCCL_PREFIX.match(line):
@@ -68,8 +68,8 @@ def nccl_setup(path):
                 continue
             for volatile in _NCCL_VOLATILE:
                 line = volatile.sub("#", line)
-            lines.append(line)
-    return sorted(lines)
+            lines.add(line)
+    return lines
 
 
 def setup_differences(out, dtype):
@@ -82,7 +82,7 @@ def setup_differences(out, dtype):
     differences = {}
     for env in ENVIRONMENTS[1:]:
         lines = nccl_setup(logs[env])
-        differences[env] = (sorted(set(lines) - set(none)), sorted(set(none) - set(lines)))
+        differences[env] = (sorted(lines - none), sorted(none - lines))
     return differences
 
 
