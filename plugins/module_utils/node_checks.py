@@ -48,11 +48,16 @@ class Expectations:
     """What a node must show. ``None`` means "do not check"."""
 
     def __init__(self, mode="rdma", gpus=None, rdma_devices=None, require_gpudirect=True,
-                 min_mtu=9000, min_link_rate_gbps=None):
+                 min_mtu=9000, min_link_rate_gbps=None, min_gpus=None):
         if mode not in MODES:
             raise ValueError("mode must be one of %s, got %r" % (", ".join(MODES), mode))
+        if gpus is not None and min_gpus is not None:
+            raise ValueError("expect either an exact GPU count or a minimum, not both")
         self.mode = mode
+        # A pod sees exactly the GPUs it asked for (gpus); a node may hold
+        # more GPUs than one pod asks for (min_gpus).
         self.gpus = gpus
+        self.min_gpus = min_gpus
         self.rdma_devices = rdma_devices
         self.require_gpudirect = require_gpudirect
         self.min_mtu = min_mtu
@@ -248,15 +253,19 @@ def check_gpu_count(facts, expect):
     gpus = facts["nvidia"]["gpus"]
     data = {"count": len(gpus), "models": sorted(set(g["model"] for g in gpus if g["model"])),
             "driver_version": facts["nvidia"]["driver_version"], "gpus": gpus}
+    missing = ("Check the GPU operator's driver pod on the node and nvidia-smi; a GPU missing from "
+               "/proc/driver/nvidia/gpus fell off the bus or is excluded.")
     if expect.gpus is not None and len(gpus) != expect.gpus:
-        return _result("gpu_count", FAIL, "%d GPU(s), expected %d" % (len(gpus), expect.gpus),
-                       "Check the GPU operator's driver pod on the node and nvidia-smi; a GPU missing from "
-                       "/proc/driver/nvidia/gpus fell off the bus or is excluded.", data)
+        return _result("gpu_count", FAIL, "%d GPU(s), expected %d" % (len(gpus), expect.gpus), missing, data)
+    if expect.min_gpus is not None and len(gpus) < expect.min_gpus:
+        return _result("gpu_count", FAIL, "%d GPU(s), expected at least %d" % (len(gpus), expect.min_gpus),
+                       missing, data)
     if not gpus:
+        wanted = expect.gpus or expect.min_gpus
         if facts["nvidia"]["driver_version"] is None:
-            return _result("gpu_count", FAIL if expect.gpus else SKIP,
+            return _result("gpu_count", FAIL if wanted else SKIP,
                            "no NVIDIA driver loaded (/proc/driver/nvidia absent)",
-                           "Install the NVIDIA GPU operator or driver on the node." if expect.gpus else "", data)
+                           "Install the NVIDIA GPU operator or driver on the node." if wanted else "", data)
         return _result("gpu_count", FAIL, "NVIDIA driver %s loaded but no GPU listed" % facts["nvidia"]["driver_version"],
                        "Check dmesg on the node for NVRM errors.", data)
     summary = "%d GPU(s): %s, driver %s" % (len(gpus), ", ".join(data["models"]), facts["nvidia"]["driver_version"])

@@ -34,14 +34,14 @@ def _default_root():
 
 def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devices=None, require_gpudirect=True,
                       min_mtu=9000, min_link_rate_gbps=None, checks=None, nvidia_smi=None, fail_on="fail",
-                      in_pod=False):
+                      in_pod=False, min_gpus=None):
     """Gather, check and summarise one node: what the module and the
     command both return."""
     facts = gather_node_facts(root, nvidia_smi=nvidia_smi,
                               topology=not checks or "nvlink_topology" in checks)
     expect = Expectations(mode=mode, gpus=expect_gpus, rdma_devices=expect_rdma_devices,
                           require_gpudirect=require_gpudirect, min_mtu=min_mtu,
-                          min_link_rate_gbps=min_link_rate_gbps)
+                          min_link_rate_gbps=min_link_rate_gbps, min_gpus=min_gpus)
     results = run_checks(facts, expect, only=checks, in_pod=in_pod)
     failing = failed(results, fail_on)
     return {
@@ -74,7 +74,9 @@ def main_node_check(argv=None):
     parser.add_argument("--root", default=_default_root(),
                         help="directory holding the node's /proc and /sys (default: $%s or /)" % ROOT_ENV)
     parser.add_argument("--mode", choices=MODES, default="rdma")
-    parser.add_argument("--expect-gpus", type=int)
+    gpus = parser.add_mutually_exclusive_group()
+    gpus.add_argument("--expect-gpus", type=int, help="the exact number of GPUs (what a pod asked for)")
+    gpus.add_argument("--min-gpus", type=int, help="the fewest GPUs (a node may hold more than a pod asks for)")
     parser.add_argument("--expect-rdma-devices", type=int)
     parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false")
     parser.add_argument("--min-mtu", type=int, default=9000)
@@ -92,7 +94,8 @@ def main_node_check(argv=None):
                                expect_rdma_devices=args.expect_rdma_devices,
                                require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,
                                min_link_rate_gbps=args.min_link_rate_gbps, checks=args.checks,
-                               nvidia_smi=args.nvidia_smi, fail_on=args.fail_on, in_pod=args.in_pod)
+                               nvidia_smi=args.nvidia_smi, fail_on=args.fail_on, in_pod=args.in_pod,
+                               min_gpus=args.min_gpus)
     if args.format == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

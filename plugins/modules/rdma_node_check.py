@@ -35,7 +35,15 @@ options:
     default: rdma
   expect_gpus:
     description:
-      - Number of GPUs the node must have. Unset, any number of GPUs passes.
+      - Number of GPUs the node must have, exactly. Unset, any number of GPUs passes.
+      - Right inside a pod, which sees just the GPUs it asked for. On a node that may hold more GPUs than a
+        training pod asks for, use O(min_gpus).
+      - Mutually exclusive with O(min_gpus).
+    type: int
+  min_gpus:
+    description:
+      - Fewest GPUs the node must have; more pass.
+      - Mutually exclusive with O(expect_gpus).
     type: int
   expect_rdma_devices:
     description:
@@ -185,6 +193,7 @@ def argument_spec():
         nvidia_smi=dict(type="path"),
         mode=dict(type="str", choices=list(MODES), default="rdma"),
         expect_gpus=dict(type="int"),
+        min_gpus=dict(type="int"),
         expect_rdma_devices=dict(type="int"),
         require_gpudirect=dict(type="bool", default=True),
         min_mtu=dict(type="int", default=9000),
@@ -196,16 +205,18 @@ def argument_spec():
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           mutually_exclusive=[("expect_gpus", "min_gpus")])
     params = module.params
-    for name in ("expect_gpus", "expect_rdma_devices", "min_mtu"):
+    for name in ("expect_gpus", "min_gpus", "expect_rdma_devices", "min_mtu"):
         if params[name] is not None and params[name] < 0:
             module.fail_json(msg="%s must be 0 or more, got %d" % (name, params[name]))
     report = node_check_report(
         root=params["root"], mode=params["mode"], expect_gpus=params["expect_gpus"],
         expect_rdma_devices=params["expect_rdma_devices"], require_gpudirect=params["require_gpudirect"],
         min_mtu=params["min_mtu"], min_link_rate_gbps=params["min_link_rate_gbps"], checks=params["checks"],
-        nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"], in_pod=params["in_pod"])
+        nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"], in_pod=params["in_pod"],
+        min_gpus=params["min_gpus"])
     if not report["ok"]:
         failing = [check for check in report["checks"] if check["name"] in report["failed_checks"]]
         msg = "; ".join("%s: %s (fix: %s)" % (c["name"], c["message"], c["remediation"] or "see data")

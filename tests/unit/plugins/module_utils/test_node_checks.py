@@ -88,6 +88,20 @@ def test_expectations_change_the_verdict(snapshot):
     assert mtu["status"] == "warn"
 
 
+def test_a_node_may_hold_more_gpus_than_a_pod_asks_for(snapshot):
+    # The node probe asks for at least the pods' GPUs (min_gpus); a pod,
+    # which sees only what it asked for, for exactly that many (gpus).
+    node = snapshot("healthy-roce-h100")
+    assert verdicts(node, mode="rdma", min_gpus=4)["gpu_count"]["status"] == "pass"
+    assert verdicts(node, mode="rdma", min_gpus=2)["gpu_count"]["status"] == "pass"
+    assert verdicts(node, mode="rdma", gpus=2)["gpu_count"]["status"] == "fail"
+    short = verdicts(node, mode="rdma", min_gpus=8)["gpu_count"]
+    assert short["status"] == "fail" and short["message"] == "4 GPU(s), expected at least 8"
+    assert "nvidia-smi" in short["remediation"]
+    with pytest.raises(ValueError, match="not both"):
+        Expectations(gpus=4, min_gpus=4)
+
+
 def test_broken_node_gives_verdicts_not_tracebacks(snapshot):
     results = verdicts(snapshot("broken"), **RDMA)
     assert results["memlock"]["status"] == "skip"
