@@ -144,6 +144,25 @@ def test_a_run_that_cannot_start_is_refused_before_anything_is_created(
     assert objects(api_client, namespace, "v1", "Service", "refused") == []
 
 
+def test_a_run_id_naming_another_service_is_refused_and_the_service_kept(api_client, deployed, tmp_path):
+    # A job run's Service is named after the run: run id H-KIM-headless
+    # would have made one over the StatefulSet's headless Service.
+    namespace = deployed["cluster_namespace"]
+    headless = APP + "-headless"
+    services = dynamic.DynamicClient(api_client).resources.get(api_version="v1", kind="Service")
+    before = services.get(namespace=namespace, name=headless)
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="H-KIM-headless",
+                                                  train_logs_dir=str(tmp_path)))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    assert ("Service %s/%s exists, and run H-KIM-headless would make a Service of that name" % (namespace, headless)
+            in message)
+    after = services.get(namespace=namespace, name=headless)
+    assert after.metadata.resourceVersion == before.metadata.resourceVersion
+    assert after.spec.selector == before.spec.selector
+    assert objects(api_client, namespace, "batch/v1", "Job", headless) == []
+
+
 def test_the_statefulset_holding_the_gpus_is_refused(api_client, deployed, tmp_path):
     scaled = run_playbook("scale.yml", "local", dict(deployed, replicas=2))
     assert not scaled.failed, scaled.failure_messages()
