@@ -57,15 +57,19 @@
 #       size or a view of one buffer, rank 0's time or the slowest rank's).
 #       Prints the per-size medians and their ratios to nccl-tests.
 #
-#   tools/gpu/measure.sh two-nodes OUTDIR
+#   tools/gpu/measure.sh two-nodes OUTDIR [ALL_REDUCE_PERF] [VARIANT]
 #       this host's GPUs split into two "nodes" of half of them each
 #       (CUDA_VISIBLE_DEVICES), each started as its own pod would be:
-#       mlinfra-pod-bench twice (the all_reduce sweep, then its pairwise
-#       mode), then the train role's launcher twice, TorchTitan with the
-#       arguments of launch-args-two-nodes.json (c10d rendezvous on
-#       127.0.0.1). The nodes share the host, so NCCL still joins them over
+#       mlinfra-pod-bench twice (the all_reduce sweep, bf16 1 MiB to 8 GiB,
+#       then its pairwise mode) and, when ALL_REDUCE_PERF is given, nccl-tests
+#       on every GPU (-g GPUS) before and after the sweep; then the train
+#       role's launcher twice, TorchTitan with the arguments of
+#       launch-args-VARIANT.json (default two-nodes: one GPU a node, no
+#       compile; two-nodes-4gpu: four a node, torch.compile, 40 steps), and
+#       the same job started by two hand-typed torchruns. c10d rendezvous on
+#       127.0.0.1. The nodes share the host, so NCCL still joins them over
 #       NVLink: this rehearses the launch and the rendezvous, not a network.
-#
+
 # Results go to OUTDIR (created). NVLink SHARP / multicast stays off in every
 # run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 # NVSHMEM_DISABLE_NVLS=1.
@@ -207,6 +211,19 @@ bench_compare() {
   PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/bench_summary.py" "$out" | tee "$out/summary.txt"
 }
 
+# The TorchTitan job of the measurements as a user would type it: torchrun
+# with c10d rendezvous on 127.0.0.1 and TorchTitan's own flags.
+#   titan_by_hand NNODES NPROC_PER_NODE PORT RDZV_ID STEPS COMPILE_FLAG
+titan_by_hand() {
+  local assets=/tmp/mlinfra-gpu/assets
+  "$PY" -m torch.distributed.run --nnodes "$1" --nproc-per-node "$2" --rdzv-backend c10d \
+    --rdzv-endpoint "127.0.0.1:$3" --rdzv-id "$4" \
+    -m torchtitan.train --job.config_file files/train/llama3_8b.toml \
+    --training.steps "$5" --training.local_batch_size 2 --training.seq_len 8192 "$6" \
+    --model.hf_assets_path "$assets/tokenizer" --training.dataset c4_test --training.dataset_path "$assets/data" \
+    --job.dump_folder /tmp/mlinfra-gpu/outputs --lr_scheduler.warmup_steps 10 --metrics.log_freq 10
+}
+
 torchtitan_runs() {
   local variant="${3:?usage: measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]}"
   local args_json="${4:-$ROOT/docs/measurements/h200x2-torchtitan/launch-args-$variant.json}" runs="${5:-1}"
@@ -225,16 +242,8 @@ torchtitan_runs() {
     echo "$variant launcher run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
     [[ "$variant" == bf16-compile ]] || continue
     started=$(date +%s.%N)
-    # The same job as a user would type it: the detected environment
-    # sourced, torchrun, TorchTitan's flags.
     (set -a; . "$out/nccl.env"; set +a
-     "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --rdzv-backend c10d \
-       --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "torchrun-$run" \
-       -m torchtitan.train --job.config_file files/train/llama3_8b.toml \
-       --training.steps 40 --training.local_batch_size 2 --training.seq_len 8192 --compile.enable \
-       --model.hf_assets_path "$assets/tokenizer" --training.dataset c4_test --training.dataset_path "$assets/data" \
-       --job.dump_folder /tmp/mlinfra-gpu/outputs --lr_scheduler.warmup_steps 10 --metrics.log_freq 10) \
-      > "$out/$variant-torchrun-$run.out" 2>&1
+     titan_by_hand 1 2 "$port" "torchrun-$run" 40 --compile.enable) > "$out/$variant-torchrun-$run.out" 2>&1
     echo "$variant torchrun run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
   done
   PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/titan_summary.py" "$out" | tee -a "$out/summary.txt"
@@ -331,15 +340,22 @@ PY
 }
 
 two_nodes() {
-  local gpus half rank assets=/tmp/mlinfra-gpu/assets launch_args pids=()
+  local all_reduce_perf="${3:-}" variant="${4:-two-nodes}" gpus half rank when port=29642
+  local assets=/tmp/mlinfra-gpu/assets launch_args steps compile pids=()
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
   half=$((gpus / 2))
   (( half >= 1 )) || { echo "two-nodes needs at least 2 GPUs" >&2; return 2; }
   visible() { seq -s, $(($1 * half)) $(($1 * half + half - 1)); }
   [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
     "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1
+  nccl_tests() {
+    [[ -n "$all_reduce_perf" ]] || return 0
+    "$all_reduce_perf" -b 1M -e 8G -f 2 -g "$gpus" -w 5 -n 20 -d bfloat16 > "$out/nccltests-$1.txt" 2>&1
+    echo "nccl-tests $1: exit $?" | tee -a "$out/runs.txt"
+  }
+  nccl_tests before
   for mode in sweep pairwise; do
-    local bench_args=(--ops all_reduce -b 1M -e 8G --dtype bfloat16)
+    local bench_args=(--ops all_reduce -b 1M -e 8G --dtype bfloat16 -w 5 -n 20)
     [[ "$mode" == pairwise ]] && bench_args=(--pairwise --dtype bfloat16)
     pids=()
     for rank in 0 1; do
@@ -350,33 +366,67 @@ two_nodes() {
     done
     for rank in 0 1; do wait "${pids[$rank]}"; echo "bench $mode node $rank: exit $?" | tee -a "$out/runs.txt"; done
   done
+  nccl_tests after
   mapfile -t launch_args < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' \
-    "$ROOT/docs/measurements/h200x2-torchtitan/launch-args-two-nodes.json")
+    "$ROOT/docs/measurements/h200x2-torchtitan/launch-args-$variant.json")
+  # The hand-typed job takes the rendered run's steps and compile setting.
+  steps="$(printf '%s\n' "${launch_args[@]}" | sed -n 's/^--override=training.steps=//p')"
+  compile="$(printf '%s\n' "${launch_args[@]}" | sed -n 's/^--override=compile.enable=//p')"
+  [[ "$compile" == true ]] && compile=--compile.enable || compile=--compile.no-enable
   export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  pids=()
-  for rank in 0 1; do
-    CUDA_VISIBLE_DEVICES="$(visible "$rank")" MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-$rank" \
-      "$PY" "$ROOT/files/bin/mlinfra-train" start --wait --run-dir "$out/train-node$rank" --run-id two-nodes \
-      --nccl-env '' "${launch_args[@]}" > "$out/train-node$rank.out" 2>&1 &
-    pids+=($!)
+  for when in launcher torchrun; do
+    pids=()
+    for rank in 0 1; do
+      if [[ "$when" == launcher ]]; then
+        CUDA_VISIBLE_DEVICES="$(visible "$rank")" MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-$rank" \
+          "$PY" "$ROOT/files/bin/mlinfra-train" start --wait --run-dir "$out/train-node$rank" --run-id two-nodes \
+          --nccl-env '' "${launch_args[@]}" > "$out/train-node$rank.out" 2>&1 &
+      else
+        CUDA_VISIBLE_DEVICES="$(visible "$rank")" \
+          titan_by_hand 2 "$half" "$port" torchrun-two-nodes "${steps:-30}" "$compile" \
+          > "$out/torchrun-node$rank.out" 2>&1 &
+      fi
+      pids+=($!)
+    done
+    for rank in 0 1; do wait "${pids[$rank]}"; echo "$when node $rank: exit $?" | tee -a "$out/runs.txt"; done
   done
-  for rank in 0 1; do wait "${pids[$rank]}"; echo "train node $rank: exit $?" | tee -a "$out/runs.txt"; done
   PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee -a "$out/summary.txt"
-import json, sys
+import json, os, sys
+from module_utils import collective_bench as cb
 from module_utils import throughput
 out = sys.argv[1]
+sweep = {}
 for mode in ("sweep", "pairwise"):
     result = json.loads(open("%s/bench-%s-node0.json" % (out, mode)).read().strip().splitlines()[-1])
     document = result.get("document") or {}
     print("bench %s: exit %s, error %s" % (mode, result.get("exit_code"), result.get("error")))
     for op, block in (document.get("ops") or {}).items():
         print("  %s at 8 GiB: busbw %s GB/s" % (op, block["rows"][-1]["busbw_gbps"]))
+        if mode == "sweep":
+            sweep = dict((row["size"], row["busbw_gbps"]) for row in block["rows"])
     if document.get("pairwise"):
         print("  pairwise: %s" % json.dumps(document["pairwise"].get("pairs"))[:400])
-run = throughput.summarize_run("%s/train-node0.out" % out, throughput.parse_log("%s/train-node0.out" % out,
-                               "torchtitan"), warmup_steps=10)
-print("train: tokens/s per GPU %.0f, MFU %.2f%%, steps %s-%s" % (run["throughput"], 100 * (run["mfu"] or 0),
-                                                             run["first_step"], run["last_step"]))
+reference = {}
+for when in ("before", "after"):
+    path = "%s/nccltests-%s.txt" % (out, when)
+    if os.path.exists(path):
+        for block in cb.parse_table(open(path).read()):
+            for row in block["rows"]:
+                reference.setdefault(row["size"], []).append(row["in_place"]["busbw_gbps"])
+if reference:
+    print("%8s %14s %10s %8s" % ("size", "nccl-tests", "bench", "ratio"))
+    for size in sorted(set(reference) & set(sweep)):
+        ref = throughput.median(reference[size])
+        print("%8s %14.2f %10.2f %8.4f" % (cb.format_size(size), ref, sweep[size], sweep[size] / ref))
+runs = {}
+for kind, name in (("launcher", "train-node0.out"), ("torchrun", "torchrun-node0.out")):
+    path = os.path.join(out, name)
+    run = throughput.summarize_run(path, throughput.parse_log(path, "torchtitan"), warmup_steps=10)
+    runs[kind] = run
+    print("%s: tokens/s per GPU %.0f, MFU %.2f%%, steps %s-%s" % (
+        kind, run["throughput"] or 0, 100 * (run["mfu"] or 0), run["first_step"], run["last_step"]))
+if runs["launcher"]["throughput"] and runs["torchrun"]["throughput"]:
+    print("launcher / torchrun tokens/s: %.4f" % (runs["launcher"]["throughput"] / runs["torchrun"]["throughput"]))
 PY
 }
 
@@ -387,7 +437,7 @@ case "$what" in
   bench-compare) bench_compare "$@" ;;
   torchtitan) torchtitan_runs "$@" ;;
   torch-loop) torch_loop "$@" ;;
-  two-nodes) two_nodes ;;
+  two-nodes) two_nodes "$@" ;;
   launch-compare) launch_compare "$@" ;;
   *) echo "unknown measurement: $what" >&2; exit 2 ;;
 esac

@@ -8,7 +8,8 @@
 # launch-args-VARIANT.json for bf16-compile (the published figures'
 # settings), bf16-eager (torch.compile off) and float8-compile (train_float8),
 # two-nodes (two pods of one GPU each, 30 steps, no compile: measure.sh
-# two-nodes), and smoke (four steps without compile: does it start, does it fit).
+# two-nodes), two-nodes-4gpu (two pods of four GPUs each, 40 steps,
+# torch.compile: the seeds' topology on an eight-GPU host), and smoke (four steps without compile: does it start, does it fit).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-$ROOT/docs/measurements/h200x2-torchtitan}"
@@ -24,4 +25,5 @@ render bf16-compile
 render bf16-eager -e train_compile=false
 render float8-compile -e train_float8=true
 render two-nodes -e replicas=2 -e train_nproc_per_pod=1 -e train_steps=30 -e train_compile=false
+render two-nodes-4gpu -e replicas=2 -e train_nproc_per_pod=4 -e train_steps=40
 render smoke -e '{"train_steps": 4, "train_compile": false, "train_overrides": {"job.dump_folder": "/tmp/mlinfra-gpu/outputs", "lr_scheduler.warmup_steps": 2, "metrics.log_freq": 1}}'
