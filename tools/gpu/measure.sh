@@ -69,7 +69,7 @@
 #       the same job started by two hand-typed torchruns. c10d rendezvous on
 #       127.0.0.1. The nodes share the host, so NCCL still joins them over
 #       NVLink: this rehearses the launch and the rendezvous, not a network.
-
+#
 # Results go to OUTDIR (created). NVLink SHARP / multicast stays off in every
 # run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 # NVSHMEM_DISABLE_NVLS=1.
@@ -295,13 +295,14 @@ PY
 }
 
 torch_loop() {
-  local all_reduce_perf="${3:?usage: measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]}" rounds="${4:-5}" round
+  local all_reduce_perf="${3:?usage: measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]}" rounds="${4:-5}" round gpus
+  gpus="$(nvidia-smi -L | grep -c '^GPU')"
   for round in $(seq 1 "$rounds"); do
-    timeout 60 "$all_reduce_perf" -b 16M -e 512M -f 2 -g 2 -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
+    timeout 60 "$all_reduce_perf" -b 16M -e 512M -f 2 -g "$gpus" -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
     POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 90 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
-      --nproc-per-node 2 --mode tcp --timeout 80 --workdir "$out/work-bench-$round" \
+      --nproc-per-node "$gpus" --mode tcp --timeout 80 --workdir "$out/work-bench-$round" \
       -- --ops all_reduce -b 16M -e 512M --dtype bfloat16 -w 5 -n 20 --launch eager > "$out/bench-$round.json" 2>/dev/null
-    timeout 90 "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --rdzv-backend c10d \
+    timeout 90 "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node "$gpus" --rdzv-backend c10d \
       --rdzv-endpoint 127.0.0.1:29660 --rdzv-id "loop-$round" "$ROOT/tools/gpu/torch_loop.py" -b 16M -e 512M \
       > "$out/loop-$round.jsonl" 2> "$out/loop-$round.stderr"
     echo "round $round done" >> "$out/runs.txt"
