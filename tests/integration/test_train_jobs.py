@@ -155,7 +155,7 @@ def test_a_run_id_naming_another_service_is_refused_and_the_service_kept(api_cli
                                                   train_logs_dir=str(tmp_path)))
     assert run.failed
     message = " ".join(run.failure_messages())
-    assert ("Service %s/%s exists, and run H-KIM-headless would make a Service of that name" % (namespace, headless)
+    assert ("Service %s/%s exists and run H-KIM-headless would make a Service of that name" % (namespace, headless)
             in message)
     after = services.get(namespace=namespace, name=headless)
     assert after.metadata.resourceVersion == before.metadata.resourceVersion
