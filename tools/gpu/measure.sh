@@ -266,17 +266,12 @@ launch_compare() {
     bench_as eager "$round" --launch eager
     bench_as auto "$round" --launch auto
   done
-  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"
+  PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"
 import json, sys
+from bench_summary import bench_rows as bench, nccl_tests_rows as nccl_tests
 from module_utils import collective_bench as cb
 from module_utils.throughput import median
 out = sys.argv[1]
-def nccl_tests(path):
-    rows = [row for block in cb.parse_table(open(path).read()) for row in block["rows"]]
-    return dict((row["size"], row["in_place"]["busbw_gbps"]) for row in rows)
-def bench(path):
-    result = json.loads(open(path).read().strip().splitlines()[-1])
-    return dict((row["size"], row["busbw_gbps"]) for row in result["document"]["ops"]["all_reduce"]["rows"])
 kinds = (("nccltests", nccl_tests), ("nccltests_graph", nccl_tests), ("graph", bench), ("graph_noregister", bench),
          ("eager", bench), ("auto", bench))
 series = dict((kind, [read("%s/%s-%d.%s" % (out, kind, r, "txt" if read is nccl_tests else "json"))
@@ -307,8 +302,9 @@ torch_loop() {
       > "$out/loop-$round.jsonl" 2> "$out/loop-$round.stderr"
     echo "round $round done" >> "$out/runs.txt"
   done
-  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" "$rounds" <<'PY' | tee "$out/summary.txt"
+  PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" "$rounds" <<'PY' | tee "$out/summary.txt"
 import json, sys
+from bench_summary import bench_rows, nccl_tests_rows
 from module_utils import collective_bench as cb
 from module_utils.throughput import median
 out, rounds = sys.argv[1], range(1, int(sys.argv[2]) + 1)
@@ -316,12 +312,10 @@ series = {}
 def add(kind, size, value):
     series.setdefault(kind, {}).setdefault(size, []).append(value)
 for r in rounds:
-    for block in cb.parse_table(open("%s/nccltests-%d.txt" % (out, r)).read()):
-        for row in block["rows"]:
-            add("nccl-tests", row["size"], row["in_place"]["busbw_gbps"])
-    result = json.loads(open("%s/bench-%d.json" % (out, r)).read().strip().splitlines()[-1])
-    for row in result["document"]["ops"]["all_reduce"]["rows"]:
-        add("bench", row["size"], row["busbw_gbps"])
+    for size, value in nccl_tests_rows("%s/nccltests-%d.txt" % (out, r)).items():
+        add("nccl-tests", size, value)
+    for size, value in bench_rows("%s/bench-%d.json" % (out, r)).items():
+        add("bench", size, value)
     for line in open("%s/loop-%d.jsonl" % (out, r)):
         if line.startswith("{"):
             row = json.loads(line)
@@ -391,8 +385,9 @@ two_nodes() {
     done
     for rank in 0 1; do wait "${pids[$rank]}"; echo "$when node $rank: exit $?" | tee -a "$out/runs.txt"; done
   done
-  PYTHONPATH="$ROOT/plugins" "$PY" - "$out" <<'PY' | tee -a "$out/summary.txt"
+  PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" <<'PY' | tee -a "$out/summary.txt"
 import json, os, sys
+from bench_summary import nccl_tests_rows
 from module_utils import collective_bench as cb
 from module_utils import throughput
 out = sys.argv[1]
@@ -411,9 +406,8 @@ reference = {}
 for when in ("before", "after"):
     path = "%s/nccltests-%s.txt" % (out, when)
     if os.path.exists(path):
-        for block in cb.parse_table(open(path).read()):
-            for row in block["rows"]:
-                reference.setdefault(row["size"], []).append(row["in_place"]["busbw_gbps"])
+        for size, value in nccl_tests_rows(path).items():
+            reference.setdefault(size, []).append(value)
 if reference:
     print("%8s %14s %10s %8s" % ("size", "nccl-tests", "bench", "ratio"))
     for size in sorted(set(reference) & set(sweep)):
