@@ -402,12 +402,19 @@ def _stat(pid):
 
 
 def _has_token(pid, needle):
-    """True or False, or None when the environment cannot be read."""
+    """True or False, or None when the environment cannot be read.
+
+    An empty environment counts as unreadable: a process that is still in
+    execve shows none for a moment, and the supervisor that start() has just
+    spawned is in that state when its caller reads the status on a busy
+    machine (Python resumes the parent as soon as the child's new image is
+    mapped, before its environment is laid out)."""
     try:
         with open("/proc/%d/environ" % pid, "rb") as handle:
-            return needle in b"\0" + handle.read()
+            environment = handle.read()
     except (IOError, OSError):
         return None
+    return (needle in b"\0" + environment) if environment else None
 
 
 def launch_processes(launch):

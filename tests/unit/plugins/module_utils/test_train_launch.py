@@ -313,6 +313,24 @@ def test_a_live_process_with_the_token_is_a_running_launch(tmp_path, marked_proc
     assert tl.status(str(tmp_path))["state"] == "failed"
 
 
+def test_the_supervisor_counts_while_its_environment_is_not_laid_out_yet(tmp_path):
+    """Right after start() spawned the supervisor, a status read on a busy
+    machine can find it still inside execve, showing an empty environment:
+    it is the launch's (its process group is the launch's), not a launch
+    that is gone. A process started with no environment at all looks the
+    same in /proc."""
+    process = subprocess.Popen(["/bin/sleep", "60"], env={}, start_new_session=True)
+    try:
+        with open("/proc/%d/environ" % process.pid, "rb") as handle:
+            assert handle.read() == b""
+        write_launch(tmp_path, token="c" * 24, pid=process.pid)
+        result = tl.status(str(tmp_path))
+        assert result["state"] == "running" and result["processes"] == [process.pid], result["error"]
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def test_a_run_dir_with_a_running_launch_refuses_another_run(capsys, tmp_path, no_dns, marked_process):
     process = marked_process("b" * 24)
     write_launch(tmp_path, token="b" * 24, pid=process.pid, run_id="other-run")
