@@ -12,6 +12,17 @@ from kubernetes import client
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.dirname(sys.executable)
 
+# pytest-xdist workers run side by side, each with a local cluster of its own
+# (tests/integration/conftest.py). The fake pods of every cluster are
+# processes of this machine on 127.0.0.1, so each worker but the first gets
+# rendezvous and benchmark ports of its own for the local inventory.
+_WORKER_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+LOCAL_PORTS = {} if _WORKER_INDEX == 0 else {
+    "statefulset_rendezvous_port": 29500 + 100 * _WORKER_INDEX,
+    "train_rdzv_port": 29500 + 100 * _WORKER_INDEX,
+    "verify_bench_port": 29511 + 100 * _WORKER_INDEX,
+}
+
 
 def _json_document(stdout, stderr):
     # ansible.cfg enables a timing callback that prints lines around the JSON
@@ -66,6 +77,17 @@ class PlaybookRun:
                     found.append(task["hosts"]["localhost"])
         return found
 
+    def last_words(self):
+        """The message of the last task that printed one (skipped tasks print
+        none): what the user reads last, just above the play recap."""
+        said = None
+        for play in self.document["plays"]:
+            for task in play["tasks"]:
+                result = task["hosts"].get("localhost", {})
+                if not result.get("skipped") and "msg" in result:
+                    said = result["msg"]
+        return said
+
     def failure_messages(self):
         messages = []
         for play in self.document["plays"]:
@@ -82,6 +104,8 @@ class PlaybookRun:
 def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
     cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(REPO, "playbooks", playbook),
            "-i", os.path.join(REPO, "inventories", inventory)]
+    if inventory == "local" and LOCAL_PORTS:
+        extra_vars = dict(LOCAL_PORTS, **(extra_vars or {}))
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     if check:

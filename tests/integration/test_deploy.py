@@ -167,6 +167,7 @@ def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy
     status = run_playbook("status.yml", "local", ns)
     assert not status.failed and status.changed == 0
     lines = status.results("Show the table")[0]["msg"]
+    assert status.last_words() == lines  # the table is what the user reads last
     assert lines[0] == "StatefulSet %s/%s: 2 of 2 pod(s) Ready" % (deploy_ns, APP)
     assert lines[1].split() == ["POD", "NODE", "STATE", "IMAGE", "TRANSPORT", "RDMA-PORTS", "GPUS", "GPUDIRECT"]
     for line, pod in zip(lines[2:4], pods(api_client, deploy_ns)):

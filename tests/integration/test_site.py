@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from ansible_cli import run_playbook
+from test_train import assert_summary_line
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,10 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         tasks = run.document["plays"][-1]["tasks"]
         report = [index for index, task in enumerate(tasks) if task["task"]["name"].endswith("Report the run")]
         assert len(report) == 1 and all(task["hosts"]["localhost"].get("skipped") for task in tasks[report[0] + 1:])
-        assert "run chain succeeded on 2 pod(s)" in tasks[report[0]]["hosts"]["localhost"]["msg"]
+        # What the user reads last: where it ran, how fast, the loss falling.
+        said = run.last_words()
+        assert said == tasks[report[0]]["hosts"]["localhost"]["msg"]
+        assert_summary_line(said, "chain", tmp_path / "train" / "chain")
         summary = json.loads((tmp_path / "train" / "chain" / "summary.json").read_text())
         assert summary["throughput"]["throughput"] > 0
         assert all(status["first_loss"] > status["latest_loss"] for status in summary["status"])

@@ -5,6 +5,7 @@ pod's exec runs mlinfra-train on this machine, so two "nodes" rendezvous on
 
 import json
 import os
+import re
 
 import pytest
 from ansible_cli import deployment, run_playbook
@@ -39,11 +40,27 @@ def launched_processes(token_prefix):
     return found
 
 
+def assert_summary_line(said, run_id, logs_dir):
+    """The closing line of a successful run of the local inventory's demo
+    (two pods, 30 steps): its throughput, and the loss falling on rank 0,
+    as numbers."""
+    match = re.match(r"run %s succeeded on 2 pod\(s\) x 1 process\(es\): ([0-9.]+) tokens/s[^;]*; "
+                     r"loss ([0-9.]+) -> ([0-9.]+) over 30 steps; not degraded(?: \(baseline [0-9.]+ [^)]+\))?; "
+                     r"logs and summary: (.*)$"
+                     % re.escape(run_id), said)
+    assert match, said
+    throughput, first_loss, latest_loss, logs = match.groups()
+    # The tiny model learns: bytes are far from uniform (ln 256 = 5.55).
+    assert float(throughput) > 0 and float(first_loss) > float(latest_loss) + 1.0, said
+    assert logs == "%s/" % logs_dir
+
+
 def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path):
     run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-ok", train_logs_dir=str(tmp_path)))
     assert not run.failed, run.failure_messages()
     (said,) = run.results("Report the run")
-    assert "run demo-ok succeeded on 2 pod(s) x 1 process(es)" in said["msg"]
+    assert run.last_words() == said["msg"]
+    assert_summary_line(said["msg"], "demo-ok", tmp_path / "demo-ok")
     summary = json.loads((tmp_path / "demo-ok" / "summary.json").read_text())
     assert summary["throughput"]["throughput"] > 0 and summary["throughput"]["format"] == "torchtitan"
     states = [status["state"] for status in summary["status"]]

@@ -47,13 +47,21 @@ def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, t
     run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "verify_pod_checks": False,
                                                     "verify_report_dir": str(tmp_path)})
     assert run.failed
-    message = " ".join(run.failure_messages())
+    # What the user reads last names each failing node, its check and its fix.
+    message = run.last_words()
+    assert message == " ".join(run.failure_messages())
     for node, (check, words, fix) in FAULTY.items():
         assert "node %s FAIL: %s: " % (node, check) in message and words in message and fix in message, message
     for node in HEALTHY:
         assert node not in message
     (report,), (markdown,) = reports(tmp_path)
     assert report["verdict"] == "fail" and report["mode"] == "rdma" and report["pods"] == []
+    assert markdown.splitlines()[0] == "# RDMA verification of local: FAIL"
+    for node, (check, words, fix) in FAULTY.items():
+        # Its section under "Findings and fixes": the finding, then its fix.
+        section = markdown.split("### node %s\n" % node, 1)[1].split("\n### ", 1)[0]
+        assert "- **%s** (fail): " % check in section and words in section, section
+        assert "  - Fix: " in section and fix in section.split("  - Fix: ", 1)[1], section
     verdicts = dict((n["node"], n) for n in report["nodes"])
     assert sorted(verdicts) == sorted(HEALTHY + list(FAULTY))
     for node in HEALTHY:
@@ -78,7 +86,12 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
     assert not run.failed, run.failure_messages()
     (passed,) = run.results("Pass only a fabric fit to train on")
     assert "3 node(s) and 2 pod(s) checked, none failing" in passed["msg"]
+    assert run.last_words() == passed["msg"]
     report = json.loads((tmp_path / "latest.json").read_text())
+    markdown = (tmp_path / ("verify-%s.md" % report["time"].replace(":", ""))).read_text()
+    assert markdown.splitlines()[0] == "# RDMA verification of local: PASS"
+    for pod in report["pods"]:
+        assert "| %s | %s | PASS | rdma | 4 |" % (pod["pod"], pod["node"]) in markdown
     assert report["verdict"] == "pass" and report["previous"] == {"time": None, "changes": [], "bandwidth": []}
     assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
     assert [p["pod"] for p in report["pods"]] == [APP + "-0", APP + "-1"]
