@@ -6,16 +6,17 @@
 #
 # Stages, in order (default: all):
 #   pytest        pytest over tests/ (unit tests, and integration tests marked
-#                 `integration` that use the local Kubernetes cluster), ansible-core 2.21
+#                 `integration` that use local Kubernetes clusters of their own),
+#                 ansible-core 2.21, MLINFRA_TEST_WORKERS (2) pytest-xdist workers
 #   lint          ansible-lint, production profile, offline, whole repository;
 #                 antsibull-changelog lint of changelogs/
 #   sanity        ansible-test sanity, ansible-core 2.21 (controller Python 3.12;
 #                 modules also compiled and imported on Python 3.9-3.13)
 #   molecule      molecule scenarios extensions/molecule/default (this machine)
 #                 and deploy (the local cluster)
-#   oldest-core   ansible-core 2.20 (oldest in meta/runtime.yml): pytest (not
-#                 integration), ansible-test sanity, and the molecule converge
-#                 playbook run directly with ansible-playbook
+#   oldest-core   ansible-core 2.20 (oldest in meta/runtime.yml): pytest (the
+#                 unit tests that use ansible-core), ansible-test sanity, and the
+#                 molecule converge playbook run directly with ansible-playbook
 # Every stage runs even when an earlier one failed; the script exits non-zero
 # if any failed, after a summary with each stage's time.
 set -uo pipefail
@@ -39,8 +40,20 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 export PYTHONDONTWRITEBYTECODE=1
 
+# Local clusters of the suite's own, beside any the user has running
+# (.work/localcluster, README's first command): pytest's integration tests
+# make one per worker (.work/localcluster-test-gwN, tests/integration/conftest.py),
+# the molecule stage this one. Each is deleted when its stage ends.
+MOLECULE_CLUSTER_DIR="$WORK/localcluster-molecule"
+
+# pytest-xdist workers. The integration tests wait on the cluster and on
+# training processes for much of their time, so two workers on two cores
+# take far less than one (docs/PERFORMANCE.md); a test file stays on one
+# worker (--dist loadfile), with the deployment its tests share.
+PYTEST_WORKERS="${MLINFRA_TEST_WORKERS:-2}"
+
 stage_pytest() {
-  "$VENV/bin/python" -m pytest tests
+  "$VENV/bin/python" -m pytest -n "$PYTEST_WORKERS" --dist loadfile --durations=25 tests
 }
 
 stage_lint() {
@@ -64,6 +77,10 @@ stage_molecule() {
   # on this machine; deploy: the autodetect and statefulset roles on the
   # local cluster.
   local status=0 scenario
+  export MLINFRA_LOCALCLUSTER_DIR="$MOLECULE_CLUSTER_DIR"
+  # One that an interrupted run left behind would be taken as the user's
+  # and kept; start from none.
+  bash "$ROOT/tools/localcluster/cluster.sh" down >/dev/null 2>&1 || true
   for scenario in default deploy; do
     # The scenarios have no create/destroy, so molecule's state file (under
     # ~/.ansible/tmp) would still say "prepared" after an earlier run that
@@ -71,14 +88,19 @@ stage_molecule() {
     "$VENV/bin/molecule" reset --scenario-name "$scenario" || status=1
     "$VENV/bin/molecule" test --scenario-name "$scenario" || status=1
   done
+  bash "$ROOT/tools/localcluster/cluster.sh" down >/dev/null 2>&1 || true
+  unset MLINFRA_LOCALCLUSTER_DIR
   return "$status"
 }
 
 stage_oldest_core() {
   local status=0 version
   version="$("$VENV_OLDEST/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
-  log "ansible-core $version: pytest (not integration)"
-  "$VENV_OLDEST/bin/python" -m pytest tests -m 'not integration' || status=1
+  # Tests of the collection's own Python only (marked core_independent by
+  # tests/unit/conftest.py) ran in the pytest stage and would run the same
+  # here; the ones that use ansible-core run again under this version.
+  log "ansible-core $version: pytest (not integration, not core_independent)"
+  "$VENV_OLDEST/bin/python" -m pytest -n "$PYTEST_WORKERS" tests -m 'not integration and not core_independent' || status=1
   log "ansible-core $version: ansible-test sanity"
   bash "$ROOT/scripts/sanity.sh" --oldest || status=1
   log "ansible-core $version: smoke playbook extensions/molecule/default/converge.yml on localhost"

@@ -1,17 +1,26 @@
 """Fixtures for the integration tests: one local Kubernetes cluster per session.
 
 The cluster is tools/localcluster (real kube-apiserver, controller-manager,
-scheduler and etcd; kwok as the kubelet of the inventory's fake nodes). It is
-started once per test session and deleted at its end; a cluster that was
-already running from this checkout's .work/localcluster is reused and left
-running (someone else started it, so someone else stops it).
-On a fresh clone the first session builds the binaries (minutes; build.sh
-prints its progress).
+scheduler and etcd; kwok as the kubelet of the inventory's fake nodes). The
+tests run their own, never the user's: its state lives in
+.work/localcluster-test (.work/localcluster-test-gwN for each pytest-xdist
+worker), its components take free ports of their own, and the playbooks the
+tests run find it through MLINFRA_LOCALCLUSTER_DIR, which is set here for
+every process the tests start (inventories/local reads it). So a cluster the
+user has running in .work/localcluster, with whatever was deployed on it, is
+neither seen nor touched, nothing the tests create can clash with it, and
+parallel workers do not share nodes, labels or cluster-wide objects.
+The test cluster is created afresh at the start of the session (one an
+interrupted run left is deleted first; creating takes seconds) and deleted
+at its end. On a fresh clone the first session builds the binaries
+(minutes; build.sh prints its progress).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import uuid
 from pathlib import Path
 
@@ -19,6 +28,13 @@ import pytest
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+# Set before localcluster.py is loaded (it reads it once) and inherited by
+# every ansible-playbook and kubectl the tests start.
+os.environ["MLINFRA_LOCALCLUSTER_DIR"] = str(ROOT / ".work" / ("localcluster-test" + ("-" + WORKER if WORKER else "")))
+# Held while a worker creates its cluster: kwokctl picks ports that are
+# free at that moment, and two creations at once could pick the same.
+CREATION_LOCK = ROOT / ".work" / "localcluster-test.lock"
 
 
 def _load_localcluster():
@@ -30,24 +46,25 @@ def _load_localcluster():
 
 @pytest.fixture(scope="session")
 def localcluster(request):
-    """The tools/localcluster module, with its cluster up for the whole session."""
+    """The tools/localcluster module, with the tests' own cluster up for the whole session."""
     lc = _load_localcluster()
     capture = request.config.pluginmanager.getplugin("capturemanager")
-    reused = lc.is_up()
     try:
         # Progress (and a first build) is shown as it happens, not captured.
         with capture.global_and_fixture_disabled():
-            if reused:
-                print(f"\n[integration] reusing the running local cluster ({lc.CLUSTER_DIR})")
-            else:
-                print("\n[integration] starting the local cluster")
-            lc.up()
+            if lc.state() != "absent":
+                print(f"\n[integration] deleting the test cluster an earlier run left ({lc.WORK})")
+                lc.down(quiet=True)
+            print(f"\n[integration] starting the test cluster ({lc.WORK})")
+            CREATION_LOCK.parent.mkdir(parents=True, exist_ok=True)
+            with open(CREATION_LOCK, "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                lc.up()
         yield lc
     finally:
-        if not reused:
-            with capture.global_and_fixture_disabled():
-                print("\n[integration] deleting the local cluster")
-                lc.down()
+        with capture.global_and_fixture_disabled():
+            print("\n[integration] deleting the test cluster")
+            lc.down()
 
 
 @pytest.fixture(scope="session")

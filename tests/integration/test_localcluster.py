@@ -247,7 +247,7 @@ def test_exec_runs_in_the_environment_of_the_pods_node(api_client, namespace, tr
         snapshot = root / "tests" / "fixtures" / "nodes" / GPU_NODES[pod.spec.node_name]
         assert node == pod.spec.node_name
         assert host_root == str(snapshot)
-        assert pwd == str(root / ".work" / "localcluster" / "pods" / namespace / name / "workspace")
+        assert pwd == str(localcluster.PODS_DIR / namespace / name / "workspace")
         # The container's own env (literal and downward API) is there too.
         assert (run_id, pod_name) == ("it-42", name)
         assert nvidia_smi == str(snapshot / "usr" / "bin" / "nvidia-smi")

@@ -9,8 +9,11 @@ kubelet of every node. The nodes come from the local inventory
 
 `exec` into a pod runs a command on this machine, in an environment that
 stands for the pod's node; see podsync below. Everything lives under
-<repo>/.work/localcluster/; nothing outside it (in particular not
-~/.kube/config) is touched.
+<repo>/.work/localcluster/, or the directory that MLINFRA_LOCALCLUSTER_DIR
+names (the test suite's own cluster lives in .work/localcluster-test, beside
+one a user may have running); nothing outside it (in particular not
+~/.kube/config) is touched. Each cluster's components take free ports of
+their own (kwokctl picks them), so two clusters run side by side.
 
     localcluster.py up          build if needed, start, wait until ready (idempotent)
     localcluster.py down        stop and delete the cluster
@@ -68,7 +71,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-WORK = ROOT / ".work" / "localcluster"
+# The cluster's state directory; the inventory (inventories/local) reads the
+# same variable to find the kubeconfig in it.
+LOCATION_VARIABLE = "MLINFRA_LOCALCLUSTER_DIR"
+WORK = Path(os.environ.get(LOCATION_VARIABLE) or ROOT / ".work" / "localcluster").absolute()
 NAME = "mlinfra"
 KWOK_WORKDIR = WORK / "kwok"
 CLUSTER_DIR = KWOK_WORKDIR / "clusters" / NAME
@@ -801,6 +807,9 @@ def verify_loopback_only() -> None:
 
 def down(quiet: bool = False) -> None:
     stop_podsync()
+    # What the pods' exec sessions left running (a detached training
+    # launch) would outlive the cluster and hold its ports.
+    stop_pod_processes(PODS_DIR)
     if (CLUSTER_DIR).exists() and (BIN / "kwokctl").exists():
         kwokctl("delete", "cluster", "--kubeconfig", str(KUBECONFIG), check=False)
     # Whatever kwokctl could not stop (e.g. its pid files are gone): only
@@ -883,7 +892,7 @@ def ensure_podsync() -> None:
     with open(LOG_DIR / "podsync.log", "a") as out:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "podsync"],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=WORK, start_new_session=True)
+                                env={**os.environ, LOCATION_VARIABLE: str(WORK)}, cwd=WORK, start_new_session=True)
     SYNC_PID.write_text(f"{proc.pid}\n")
 
 
