@@ -100,7 +100,7 @@ stage_oldest_core() {
   # tests/unit/conftest.py) ran in the pytest stage and would run the same
   # here; the ones that use ansible-core run again under this version.
   log "ansible-core $version: pytest (not integration, not core_independent)"
-  "$VENV_OLDEST/bin/python" -m pytest -n "$PYTEST_WORKERS" tests -m 'not integration and not core_independent' || status=1
+  "$VENV_OLDEST/bin/python" -m pytest -n "$PYTEST_WORKERS" --dist loadfile tests -m 'not integration and not core_independent' || status=1
   log "ansible-core $version: ansible-test sanity"
   bash "$ROOT/scripts/sanity.sh" --oldest || status=1
   log "ansible-core $version: smoke playbook extensions/molecule/default/converge.yml on localhost"
