@@ -46,10 +46,10 @@ export PYTHONDONTWRITEBYTECODE=1
 # the molecule stage this one. Each is deleted when its stage ends.
 MOLECULE_CLUSTER_DIR="$WORK/localcluster-molecule"
 
-# pytest-xdist workers. The integration tests wait on the cluster and on
-# training processes for much of their time, so two workers on two cores
-# take far less than one (docs/PERFORMANCE.md); a test file stays on one
-# worker (--dist loadfile), with the deployment its tests share.
+# pytest-xdist workers. Run one at a time, the integration tests kept about
+# one of the two cores busy (docs/PERFORMANCE.md); two workers keep both
+# busy. A test file stays on one worker (--dist loadfile), with the
+# deployment or build context its tests share.
 PYTEST_WORKERS="${MLINFRA_TEST_WORKERS:-2}"
 
 stage_pytest() {
