@@ -55,7 +55,15 @@ def status(run_dir):
     return launcher(["status", "--run-dir", str(run_dir)])
 
 
-def wait(run_dirs, until=lambda result: result["state"] != "running"):
+def ended(result):
+    """Over, with nothing left. The supervisor writes the exit status and
+    then exits: on a busy machine a status read between the two still lists
+    it, so "no process left" is waited for (and fails at the deadline if a
+    worker outlives its launch) rather than read once."""
+    return result["state"] != "running" and result["processes"] == []
+
+
+def wait(run_dirs, until=ended):
     deadline = time.monotonic() + DEADLINE
     while True:
         results = [status(run_dir) for run_dir in run_dirs]
