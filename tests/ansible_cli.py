@@ -3,8 +3,10 @@
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 import uuid
 
 from kubernetes import client
@@ -48,8 +50,9 @@ def run_module(module, args, check=False):
            "-m", "mlinfra.multinode." + module, "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
-    proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=300, check=False)
+    with _timed(module):
+        proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=300, check=False)
     return _json_document(proc.stdout, proc.stderr)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
@@ -112,9 +115,31 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, t
         cmd.append("--check")
     if tags:
         cmd += ["--tags", tags]
-    proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=timeout, check=False)
+    with _timed(playbook):
+        proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout, check=False)
     return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr)
+
+
+@contextlib.contextmanager
+def _timed(what):
+    """With MLINFRA_TEST_TIMES naming a file, one JSON line per ansible run
+    (the test, what ran, its wall and CPU seconds) is appended to it: where
+    the suite's time goes, run by run (docs/PERFORMANCE.md)."""
+    path = os.environ.get("MLINFRA_TEST_TIMES")
+    if not path:
+        yield
+        return
+    wall, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        yield
+    finally:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        record = {"test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0], "run": what,
+                  "wall": round(time.monotonic() - wall, 2),
+                  "cpu": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)}
+        with open(path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
 
 
 @contextlib.contextmanager

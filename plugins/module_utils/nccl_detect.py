@@ -37,6 +37,24 @@ NCCL_PER_DEVICE_GID = (2, 21, 0)
 VARIABLES = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX",
              "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "GPUS_PER_NODE", "OMP_NUM_THREADS")
 
+# What a user value may be named: NCCL's own variables and the others above.
+# Names are written unquoted into nccl.env, which every shell of a pod reads,
+# so nothing else gets that far.
+OVERRIDE_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
+
+
+def override_error(name, value):
+    """Why a user value cannot go into nccl.env, or None when it can."""
+    if not isinstance(name, str) or not (OVERRIDE_NAME.match(name) or name in VARIABLES):
+        return "%r is not an NCCL variable name (NCCL_ and capitals, digits, '_'; or one of %s)" % (
+            name, ", ".join(n for n in VARIABLES if not n.startswith("NCCL_")))
+    if value is not None and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
+        return "the value of %s must be text or a number, got %s" % (name, type(value).__name__)
+    if value is not None and re.search(r"[\x00-\x1f\x7f]", str(value)):
+        return "the value of %s holds a line break or another control character" % name
+    return None
+
+
 # Interfaces NCCL never picks by itself for its sockets.
 _NCCL_SKIPPED_IFACES = ("lo", "docker", "virbr")
 
@@ -266,6 +284,9 @@ def compute_nccl_env(facts, mode="auto", overrides=None, environ=None, nccl_vers
     ]
     overrides = overrides or {}
     environ = environ or {}
+    refused = [error for error in (override_error(name, value) for name, value in overrides.items()) if error]
+    if refused:
+        raise ValueError("; ".join(refused))
     for decision in decisions:
         if decision.name in environ:
             decision.value, decision.source = environ[decision.name], "environment"
@@ -305,7 +326,10 @@ def render_env_file(result):
     lines = ["# NCCL and launch environment, detected by mlinfra-autodetect",
              "# transport: %s (%s)" % (result["transport"], result["transport_reason"])]
     for detail in result["details"]:
-        lines.append("# %s: %s" % (detail["name"], detail["reason"]))
+        error = override_error(detail["name"], detail["value"])
+        if error:
+            raise ValueError("not written to an env file: " + error)
+        lines.append("# %s: %s" % (detail["name"], " ".join(str(detail["reason"]).split())))
         if detail["set"]:
             lines.append("export %s=%s" % (detail["name"], shell_quote(detail["value"])))
     lines.append("export DETECTED_TRANSPORT=%s" % shell_quote(result["transport"]))

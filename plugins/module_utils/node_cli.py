@@ -15,8 +15,8 @@ import json
 import os
 import sys
 
-from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, parse_version, \
-    render_env_file
+from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, override_error, \
+    parse_version, render_env_file
 from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
 from .node_facts import gather_node_facts
 
@@ -139,6 +139,8 @@ def main_autodetect(argv=None):
         name, sep, value = item.partition("=")
         if not sep or not name:
             parser.error("--set takes NAME=VALUE, got %r" % item)
+        if override_error(name, value):
+            parser.error("--set %s" % override_error(name, value))
         overrides[name] = value
     environ = {} if args.ignore_environment else dict(
         (name, os.environ[name]) for name in VARIABLES if name in os.environ)

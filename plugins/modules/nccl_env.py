@@ -46,6 +46,9 @@ options:
     description:
       - Values that win over detection, as a mapping of variable name to value. A null value removes a
         variable that detection would set.
+      - A name is C(NCCL_) followed by capitals, digits and C(_), or one of the other variables decided here
+        (C(GPUS_PER_NODE), C(OMP_NUM_THREADS)); a value is one line of text or a number. Anything else is
+        refused, since names and values are written into a file that shells source.
     type: dict
     default: {}
   nccl_version:
@@ -173,8 +176,8 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import TRANSPORT_MODES, parse_version, \
-    render_env_file
+from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import TRANSPORT_MODES, override_error, \
+    parse_version, render_env_file
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import detect_report
 
 # Keys every facts dict from rdma_node_check has; a dict without them is not one.
@@ -203,10 +206,10 @@ def main():
                                  "'<registered result>.facts'" % ", ".join(missing))
     if params["nccl_version"] and not parse_version(params["nccl_version"]):
         module.fail_json(msg="nccl_version must look like 2.21.5, got %r" % params["nccl_version"])
-    bad_names = [name for name in params["overrides"] if not name or not name.replace("_", "").isalnum()]
-    if bad_names:
-        module.fail_json(msg="overrides must map environment variable names to values; invalid name(s): %s"
-                             % ", ".join(repr(name) for name in bad_names))
+    refused = [error for error in (override_error(name, value) for name, value in params["overrides"].items())
+               if error]
+    if refused:
+        module.fail_json(msg="overrides: %s; fix: name NCCL variables only, with one-line values" % "; ".join(refused))
     result = detect_report(root=params["root"], mode=params["mode"], overrides=params["overrides"],
                            nccl_version=params["nccl_version"], nvidia_smi=params["nvidia_smi"], facts=facts)[0]
     result["env_file"] = render_env_file(result)

@@ -221,7 +221,7 @@ def test_on_kubernetes_the_prebuilt_image_is_checked_and_nothing_is_created(api_
     ({"image_torch_version": "latest"}, "must be exact versions such as 2.10.0"),
     ({"image_base": "ubuntu:latest"}, "image_base must be an image pinned by a tag other than latest"),
     ({"cluster_platform": "kubernetes", "cluster_image": "Registry.local/Trainer:1"},
-     "cluster_image 'Registry.local/Trainer:1' is not an image reference"),
+     "cluster_image is not an image reference: the path component 'Trainer'"),
     ({"cluster_platform": "kubernetes", "image_build": True}, "only OpenShift builds images"),
 ])
 def test_bad_input_fails_before_anything_is_created(api_client, image_ns, extra, words):

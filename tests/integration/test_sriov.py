@@ -302,7 +302,7 @@ def test_teardown_deletes_the_attachments_it_created(deployment):
     ({"sriov_node_selector": {"feature.node.kubernetes.io/network-sriov.capable": "false"}},
      "node moc-r4pcc04u09-nairr lacks labels of sriov_node_selector"),
     ({"sriov_nic_vendor": 15}, "sriov_nic_vendor and sriov_nic_device_id are 4-digit hexadecimal PCI ids"),
-    ({"sriov_num_vfs": 0}, "sriov_num_vfs must be 1 or more"),
+    ({"sriov_num_vfs": 0}, "sriov_num_vfs is out of range (got 0); fix: give a number from 1 to 256"),
 ])
 def test_bad_input_fails_before_anything_is_created(deployment, extra, words):
     run = deployment.deploy(**extra)

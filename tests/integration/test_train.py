@@ -123,4 +123,4 @@ def test_a_replica_count_that_differs_from_the_deployed_one_is_refused(deployed,
 def test_bad_settings_fail_before_anything_starts(deployed, tmp_path):
     run = run_playbook("train.yml", "local", dict(deployed, train_run_dir="/etc", train_logs_dir=str(tmp_path)))
     assert run.failed
-    assert "train_run_dir a relative path inside the workspace (is '/etc')" in " ".join(run.failure_messages())
+    assert "train_run_dir is not a relative path inside the workspace (got '/etc')" in " ".join(run.failure_messages())

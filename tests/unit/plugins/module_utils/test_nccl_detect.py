@@ -105,6 +105,28 @@ def test_env_file_is_valid_shell(tmp_path, snapshot):
     assert out.strip() == "=mlx5_6:1,mlx5_7:1,mlx5_11:1|it's INFO|rdma"
 
 
+@pytest.mark.parametrize("name,value,words", [
+    ("NCCL_X;touch F;#", "1", "is not an NCCL variable name"),
+    ("NCCL_$(touch F)", "1", "is not an NCCL variable name"),
+    ("NCCL_X\ntouch F", "1", "is not an NCCL variable name"),
+    ("BASH_ENV", "/tmp/x", "is not an NCCL variable name"),
+    ("NCCL_DEBUG", "INFO\ntouch F", "holds a line break"),
+    ("NCCL_DEBUG", {"a": 1}, "must be text or a number"),
+])
+def test_an_override_a_shell_could_run_is_refused(snapshot, name, value, words):
+    with pytest.raises(ValueError, match=words.replace("(", r"\(")):
+        detect(snapshot("port-down"), overrides={name: value})
+
+
+def test_an_env_file_is_never_written_with_a_name_a_shell_could_run(snapshot):
+    """Defence in depth: a result changed after compute_nccl_env (or made by
+    hand) is refused by render_env_file too."""
+    result = detect(snapshot("port-down"))[0]
+    result["details"].append({"name": "NCCL_X;touch F", "value": "1", "set": True, "source": "user", "reason": ""})
+    with pytest.raises(ValueError, match="not written to an env file"):
+        render_env_file(result)
+
+
 def test_find_nccl_version(tmp_path):
     assert find_nccl_version({"NCCL_VERSION": "2.21.5"}, [])[0] == (2, 21, 5)
     (tmp_path / "nvidia_nccl_cu12-2.26.2.dist-info").mkdir()

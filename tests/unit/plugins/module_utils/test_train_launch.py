@@ -238,6 +238,11 @@ def test_bad_usage_exits_2_with_a_json_error(capsys, argv, words):
 
 # --------------------------------------------------------------------- status
 
+def environment_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as handle:
+        return handle.read()
+
+
 @pytest.fixture
 def marked_process():
     """A process carrying a launch token in its environment, as every process
@@ -248,6 +253,12 @@ def marked_process():
         process = subprocess.Popen(["sleep", "60"], env={tl.TOKEN_VARIABLE: token, "PATH": os.defpath},
                                    start_new_session=True)
         processes.append(process)
+        # Popen returns before the child's environment is laid out in /proc
+        # (see test_the_supervisor_counts_while_its_environment_is_not_laid_out_yet):
+        # the token must be readable before the process stands for a launch.
+        deadline = time.monotonic() + 10
+        while not environment_of(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         return process
 
     yield make
@@ -321,8 +332,7 @@ def test_the_supervisor_counts_while_its_environment_is_not_laid_out_yet(tmp_pat
     same in /proc."""
     process = subprocess.Popen(["/bin/sleep", "60"], env={}, start_new_session=True)
     try:
-        with open("/proc/%d/environ" % process.pid, "rb") as handle:
-            assert handle.read() == b""
+        assert environment_of(process.pid) == b""
         write_launch(tmp_path, token="c" * 24, pid=process.pid)
         result = tl.status(str(tmp_path))
         assert result["state"] == "running" and result["processes"] == [process.pid], result["error"]

@@ -1,0 +1,428 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""The inventory's variables, checked and converted in one place.
+
+Role argument specs check a value's type but leave the variable as it was
+given: ``-e cluster_host_network=false`` reaches a template as the string
+"false", which Jinja takes as true. Every playbook's first task (the cluster
+role's) passes the variables it can see through check_settings; each is
+converted as the roles read it (booleans as Jinja's bool filter reads them:
+true/false, yes/no, on/off, 1/0 in any case) and checked for range and
+format, and the settings are checked against each other. A refusal names
+the variable, the value and the fix, before anything on the cluster changes.
+
+Checks that need the cluster (does a node exist, does it offer the GPUs)
+stay in the cluster role; these need only the variables.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+
+from .image_reference import parse_image_reference
+from .nccl_detect import override_error
+
+__metaclass__ = type
+
+# The words Jinja's `bool` filter reads (in any case): the roles read each
+# boolean through it, so a word it would take as false (y, t, ...: argument
+# specs accept those) is refused here rather than read two ways.
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes quantities: a number and a suffix; sizes must name their unit
+# (a storage size of "100" is 100 bytes, never what was meant).
+SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)$")
+CPU = re.compile(r"^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Namespaces of the platform itself: a deployment there mixes its pods,
+# RBAC and privileges with the cluster's own components.
+SYSTEM_NAMESPACES = re.compile(r"^(kube-.*|openshift(-.*)?|default)$")
+# Jumbo frames at most (9216 is the largest MTU of common RoCE switches);
+# IPv6 and RoCE need at least 1280.
+MTU_RANGE = (1280, 9216)
+PORT_RANGE = (1, 65535)
+
+
+class Refused(ValueError):
+    """One variable's value cannot be used: why, and the fix."""
+
+    def __init__(self, problem, fix):
+        super(Refused, self).__init__(problem)
+        self.problem, self.fix = problem, fix
+
+
+# ------------------------------------------------------------- conversions
+
+def to_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise Refused("is not a boolean", "give true or false (yes/no, on/off and 1/0 are read the same)")
+
+
+def to_int(value, low=None, high=None):
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise Refused("is not a whole number", "give a whole number")
+    try:
+        number = int(value.strip()) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise Refused("is not a whole number", "give a whole number")
+    _check_range(number, low, high)
+    return number
+
+
+def to_float(value, low=None, high=None):
+    if isinstance(value, bool):
+        raise Refused("is not a number", "give a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise Refused("is not a number", "give a number")
+    if number != number:
+        raise Refused("is not a number", "give a number")
+    _check_range(number, low, high)
+    return number
+
+
+def _check_range(number, low, high):
+    if low is not None and number < low or high is not None and number > high:
+        span = "from %s to %s" % (low, high) if high is not None else "%s or more" % low
+        raise Refused("is out of range", "give a number %s" % span)
+
+
+def to_text(value, pattern=None, what=None, max_length=None, empty=True):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise Refused("is not text", "give %s" % (what or "one line of text"))
+    text = str(value)
+    if not text and empty:
+        return text
+    if CONTROL.search(text):
+        raise Refused("holds a line break or another control character", "give %s" % (what or "one line of text"))
+    if pattern is not None and not pattern.match(text) or max_length is not None and len(text) > max_length:
+        # "is not a DNS label", "fix: give a DNS label (lower-case ...)".
+        raise Refused("is not %s" % re.split(r" \(|,? such as ", what)[0], "give %s" % what)
+    return text
+
+
+def to_list(value, element):
+    if not isinstance(value, (list, tuple)):
+        raise Refused("is not a list", "give a list, e.g. -e '{\"NAME\": [...]}' on the command line")
+    return [element(item) for item in value]
+
+
+def to_dict(value):
+    if not isinstance(value, dict):
+        raise Refused("is not a mapping", "give a mapping, e.g. -e '{\"NAME\": {...}}' on the command line")
+    return dict(value)
+
+
+# --------------------------------------------------------------- the table
+
+def _choice(*choices):
+    def convert(value):
+        if value not in choices:
+            raise Refused("is not one of %s" % ", ".join(choices), "give one of %s" % ", ".join(choices))
+        return value
+    return convert
+
+
+def _bool(value):
+    return to_bool(value)
+
+
+def _count(low=0, high=None):
+    return lambda value: to_int(value, low, high)
+
+
+def _number(low=0, high=None):
+    return lambda value: to_float(value, low, high)
+
+
+def _text(pattern=None, what=None, max_length=None, empty=True):
+    return lambda value: to_text(value, pattern, what, max_length, empty)
+
+
+def _nccl_overrides(value):
+    overrides = to_dict(value)
+    refused = [error for error in (override_error(name, item) for name, item in overrides.items()) if error]
+    if refused:
+        raise Refused("; ".join(refused), "name NCCL variables only (NCCL_DEBUG, NCCL_IB_HCA, ...), with one-line "
+                                          "values; a null value removes a detected one")
+    return dict((name, None if item is None else str(item)) for name, item in overrides.items())
+
+
+def _scalar_map(value):
+    """A mapping of one-line names to scalars (a string must be one line)."""
+    mapping = to_dict(value)
+    for key, item in mapping.items():
+        to_text(key, what="one-line names as keys")
+        if isinstance(item, str) or not isinstance(item, (bool, int, float, type(None))):
+            to_text(item, what="one-line text, a number or a boolean as each value")
+    return mapping
+
+
+def _label_map(value):
+    mapping = to_dict(value)
+    for key, item in mapping.items():
+        to_text(key, LABEL_KEY, "a label key such as example.com/name")
+        to_text(item, LABEL_VALUE, "a label value (at most 63 letters, digits, '-', '_', '.')")
+    return mapping
+
+
+def _image(value):
+    text = to_text(value, what="an image reference such as registry.example.com/team/image:tag", empty=False)
+    parsed = parse_image_reference(text)
+    if not parsed["valid"]:
+        raise Refused("is not an image reference: %s" % parsed["error"],
+                      "give an image reference such as registry.example.com/team/image:tag")
+    return text
+
+
+def _dict_list(value):
+    return to_list(value, to_dict)
+
+
+NAME = _text(DNS_LABEL, "a DNS label (lower-case letters, digits, '-'; at most 63)", 63, empty=False)
+SUBDOMAIN = _text(DNS_SUBDOMAIN, "a DNS subdomain (lower-case letters, digits, '-', '.'; at most 253)", 253)
+IMAGE_REFERENCE = _image
+SIZE_TEXT = _text(SIZE, "a Kubernetes quantity with its unit, such as 100Gi", empty=False)
+PORT = _count(*PORT_RANGE)
+SECONDS = _count(1)
+ONE_LINE = _text()
+
+# The variables a user sets, each with its conversion. A variable that no
+# role has defined yet and no -e gives is simply not checked.
+SETTINGS = {
+    # cluster role: what every role reads
+    "cluster_name": _text(DNS_SUBDOMAIN, "a name of lower-case letters, digits, '-' and '.'", 253, empty=False),
+    "cluster_kubeconfig": ONE_LINE,
+    "cluster_context": ONE_LINE,
+    "cluster_platform": _choice("openshift", "kubernetes"),
+    "cluster_namespace": NAME,
+    "cluster_app_name": _text(DNS_LABEL, "a DNS label of at most 52 characters (pod names add -N)", 52, empty=False),
+    "cluster_gpu_nodes": lambda value: to_list(value, SUBDOMAIN),
+    "replicas": _count(0),
+    "cluster_gpus_per_node": _count(1),
+    "cluster_network_mode": _choice("rdma", "tcp"),
+    "cluster_host_network": _bool,
+    "cluster_rdma_nics": _dict_list,
+    "cluster_rdma_network_type": _choice("sriov", "host-device", "macvlan", "ipoib"),
+    "cluster_rdma_mtu": _count(*MTU_RANGE),
+    "cluster_rdma_shared_resource": _text(LABEL_KEY, "a resource name such as rdma/rdma_shared_device_a"),
+    "cluster_security_mode": _choice("privileged", "ipc_lock"),
+    "cluster_storage_mode": _choice("per-pod", "shared"),
+    "cluster_storage_class": SUBDOMAIN,
+    "cluster_storage_size": SIZE_TEXT,
+    "cluster_shared_claim_name": SUBDOMAIN,
+    "cluster_shm_size": SIZE_TEXT,
+    "cluster_pod_cpu": _text(CPU, "a CPU quantity such as 32 or 500m", empty=False),
+    "cluster_pod_memory": SIZE_TEXT,
+    "cluster_image": IMAGE_REFERENCE,
+    "cluster_image_pull_policy": _choice("Always", "IfNotPresent", "Never"),
+    "cluster_node_tolerations": _dict_list,
+    "cluster_pod_ready_timeout": SECONDS,
+    "cluster_nccl_env_overrides": _nccl_overrides,
+    "cluster_offline": _bool,
+    "cluster_nodes_must_take_pods": _bool,
+    "cluster_nodes_before_sriov": _bool,
+    "cluster_allow_system_namespace": _bool,
+    # sriov
+    "sriov_operator_namespace": NAME,
+    "sriov_create_operator_namespace": _bool,
+    "sriov_create_policies": _bool,
+    "sriov_device_type": _choice("netdevice", "vfio-pci"),
+    "sriov_is_rdma": _bool,
+    # The sriov role names the fix for a PCI id YAML read as a number.
+    "sriov_nic_vendor": ONE_LINE,
+    "sriov_nic_device_id": ONE_LINE,
+    "sriov_node_label": _text(LABEL_KEY, "a label key such as example.com/sriov"),
+    "sriov_node_selector": _label_map,
+    "sriov_num_vfs": _count(1, 256),
+    "sriov_ipam_ranges": _scalar_map,
+    "sriov_sync_timeout": _count(0),
+    # image
+    "image_build": _bool,
+    "image_build_retry": _bool,
+    "image_build_timeout": SECONDS,
+    "image_build_poll_seconds": SECONDS,
+    "image_build_resources": to_dict,
+    "image_base": IMAGE_REFERENCE,
+    "image_registry": _text(re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*$"), "a registry such as "
+                            "registry.example.com/team"),
+    # The image role checks the build's pins (exact versions, the package of
+    # a CUDA major version) when it builds; unused otherwise.
+    "image_nccl_package": ONE_LINE,
+    "image_nccl_version": ONE_LINE,
+    "image_torch_version": ONE_LINE,
+    "image_torchtitan_version": ONE_LINE,
+    # statefulset
+    "statefulset_rendezvous_port": PORT,
+    "statefulset_require_verified_nodes": _bool,
+    # autodetect
+    "autodetect_require_agreement": _bool,
+    # verify
+    "verify_node_checks": _bool,
+    "verify_pod_checks": _bool,
+    "verify_bench": _bool,
+    "verify_bench_pairwise": _bool,
+    "verify_bench_single_pod": _bool,
+    "verify_label_nodes": _bool,
+    "verify_require_gpudirect": _bool,
+    "verify_fail_on": _choice("fail", "warn", "never"),
+    "verify_probe_image": IMAGE_REFERENCE,
+    "verify_probe_parallel": _count(1),
+    "verify_probe_timeout": SECONDS,
+    "verify_bench_port": PORT,
+    "verify_bench_timeout": SECONDS,
+    "verify_bench_nproc_per_pod": _count(1),
+    # The sizes, collectives and gates: the bench_settings filter checks them
+    # together (a gate must lie within the sizes measured).
+    "verify_bench_min_size": ONE_LINE,
+    "verify_bench_max_size": ONE_LINE,
+    "verify_bench_line_rate_from_size": ONE_LINE,
+    "verify_bench_line_rate_fraction": _number(0, 1),
+    "verify_bench_nic_line_rate_gbps": _number(0),
+    "verify_min_link_rate_gbps": _number(0),
+    "verify_bench_ops": lambda value: to_list(value, ONE_LINE),
+    "verify_bench_extra_args": lambda value: to_list(value, ONE_LINE),
+    "verify_bench_min_busbw": lambda value: to_list(value, ONE_LINE),
+    "verify_bench_master_addr": ONE_LINE,
+    "verify_report_dir": ONE_LINE,
+    # soak
+    "soak_runs": _count(1),
+    "soak_threshold": _number(0, 1),
+    "soak_workload": _choice("bench", "train"),
+    "soak_fail_on_degraded": _bool,
+    "soak_recreate_pods": _bool,
+    "soak_baseline": ONE_LINE,
+    "soak_save_baseline": ONE_LINE,
+    "soak_report_dir": ONE_LINE,
+    # train
+    "train_start_mode": _choice("exec", "job", "pytorchjob", "volcano"),
+    "train_workload": _choice("torchtitan", "script", "demo"),
+    "train_run_id": _text(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"),
+                          "a run id of letters, digits, '.', '_' and '-' (at most 63)"),
+    "train_steps": _count(1),
+    "train_timeout": SECONDS,
+    "train_poll_interval": SECONDS,
+    "train_progress_interval": SECONDS,
+    "train_job_resolve_timeout": SECONDS,
+    "train_job_ttl": _count(0),
+    "train_nproc_per_pod": _count(1),
+    "train_rdzv_port": PORT,
+    "train_rdzv_host": ONE_LINE,
+    "train_local_addr": ONE_LINE,
+    "train_run_dir": _text(re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9._/-]+$"),
+                           "a relative path inside the workspace (letters, digits, '.', '_', '-', '/'; no '..')",
+                           empty=False),
+    "train_logs_dir": ONE_LINE,
+    "train_script": ONE_LINE,
+    "train_config": ONE_LINE,
+    "train_default_config": ONE_LINE,
+    "train_baseline": ONE_LINE,
+    "train_volcano_queue": NAME,
+    "train_args": lambda value: to_list(value, ONE_LINE),
+    "train_overrides": _scalar_map,
+    "train_compile": _bool,
+    "train_float8": _bool,
+    "train_stop": _bool,
+    "train_local_batch_size": _count(1),
+    "train_seq_len": _count(1),
+    "train_dp_shard": _count(-1),
+    "train_dp_replicate": _count(1),
+    "train_tp": _count(1),
+    "train_pp": _count(1),
+    "train_cp": _count(1),
+    "train_dataset": ONE_LINE,
+    "train_dataset_path": ONE_LINE,
+    "train_hf_assets_path": ONE_LINE,
+    # teardown
+    "purge_workspaces": _bool,
+    "purge_image": _bool,
+    "purge_sriov_policies": _bool,
+}
+
+
+# ------------------------------------------------------ across variables
+
+def _across(values):
+    """(variables, value shown, problem, fix) for settings that contradict
+    each other; each needs every variable it names to have converted."""
+    def has(*names):
+        return all(name in values for name in names)
+
+    found = []
+    if has("replicas", "cluster_gpu_nodes") and values["replicas"] > len(values["cluster_gpu_nodes"]):
+        found.append(("replicas", values["replicas"], "replicas=%d but only %d cluster_gpu_nodes are named (one pod "
+                      "per node)" % (values["replicas"], len(values["cluster_gpu_nodes"])),
+                      "lower replicas or add nodes to cluster_gpu_nodes"))
+    if has("cluster_gpu_nodes"):
+        nodes = values["cluster_gpu_nodes"]
+        if not nodes or len(set(nodes)) != len(nodes):
+            found.append(("cluster_gpu_nodes", nodes, "cluster_gpu_nodes must name at least one node, each once",
+                          "list each GPU node once in cluster_gpu_nodes"))
+    if has("cluster_network_mode", "cluster_host_network", "cluster_rdma_nics"):
+        mode, host, nics = values["cluster_network_mode"], values["cluster_host_network"], values["cluster_rdma_nics"]
+        if mode == "rdma" and not host and not nics:
+            found.append(("cluster_rdma_nics", nics, "cluster_rdma_nics is empty, but cluster_network_mode=rdma needs "
+                          "cluster_rdma_nics (the SR-IOV NICs each pod gets) unless cluster_host_network is true",
+                          "set cluster_rdma_nics, or cluster_network_mode=tcp"))
+        if mode == "tcp" and nics:
+            found.append(("cluster_rdma_nics", [nic.get("name") for nic in nics], "cluster_rdma_nics lists RDMA "
+                          "NICs but cluster_network_mode=tcp attaches none", "set cluster_rdma_nics=[] or "
+                          "cluster_network_mode=rdma"))
+        if mode == "rdma" and host and nics:
+            found.append(("cluster_host_network", True, "cluster_host_network is true: host networking gives the pods "
+                          "the node's own NICs, so the SR-IOV NICs of cluster_rdma_nics would never be attached",
+                          "set cluster_host_network=false, or cluster_rdma_nics=[] on clusters without SR-IOV"))
+    if has("cluster_namespace") and SYSTEM_NAMESPACES.match(values["cluster_namespace"]) \
+            and not values.get("cluster_allow_system_namespace", False):
+        found.append(("cluster_namespace", values["cluster_namespace"],
+                      "cluster_namespace is a namespace of the platform itself",
+                      "choose a namespace of the deployment's own, or set cluster_allow_system_namespace=true"))
+    if has("cluster_namespace", "sriov_operator_namespace") \
+            and values["cluster_namespace"] == values["sriov_operator_namespace"]:
+        found.append(("cluster_namespace", values["cluster_namespace"], "cluster_namespace is the SR-IOV "
+                      "operator's namespace (sriov_operator_namespace)", "choose a namespace of the deployment's own"))
+    return found
+
+
+# ------------------------------------------------------------------ entry
+
+def check_settings(variables):
+    """{"values": converted values by name, "errors": [{variable, value,
+    problem, fix, message}]} for the known variables among ``variables``
+    (a mapping of name to value as Ansible sees it)."""
+    values, errors = {}, []
+    for name in sorted(SETTINGS):
+        if name not in variables:
+            continue
+        convert = SETTINGS[name]
+        if variables[name] is None:
+            # A role default of null: not set, and the role decides.
+            values[name] = None
+            continue
+        try:
+            values[name] = convert(variables[name])
+        except Refused as refused:
+            errors.append(_error(name, variables[name], "%s %s" % (name, refused.problem), refused.fix))
+    for name, value, problem, fix in _across(values):
+        errors.append(_error(name, value, problem, fix))
+    return {"values": values, "errors": errors}
+
+
+def _error(name, value, problem, fix):
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return {"variable": name, "value": value, "problem": problem, "fix": fix,
+            "message": "%s (got %s); fix: %s" % (problem, shown, fix)}
