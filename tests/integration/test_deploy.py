@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 from ansible_cli import run_module, run_playbook
-from kubernetes import client
+from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
 
@@ -226,13 +226,37 @@ def _scale_up_to_zero_and_back(api_client, ns):
     assert claims(api_client, deploy_ns) == after_six  # the same claims, the same volumes
 
 
-def test_teardown_keeps_the_workspaces_unless_purged(api_client, deploy_ns):
-    ns = {"cluster_namespace": deploy_ns}
+def privileges(api_client, namespace):
+    """The service accounts (but the namespace's default), roles, bindings,
+    cluster roles and SCCs of a deployment in namespace."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    sccs = dynamic.DynamicClient(api_client).resources.get(api_version="security.openshift.io/v1",
+                                                            kind="SecurityContextConstraints").get().items
+    return sorted(
+        ["ServiceAccount/" + a.metadata.name for a in client.CoreV1Api(api_client).list_namespaced_service_account(
+            namespace).items if a.metadata.name != "default"]
+        + ["Role/" + r.metadata.name for r in rbac.list_namespaced_role(namespace).items]
+        + ["RoleBinding/" + b.metadata.name for b in rbac.list_namespaced_role_binding(namespace).items]
+        + ["ClusterRole/" + r.metadata.name for r in rbac.list_cluster_role().items
+           if r.metadata.name.startswith(namespace + "-")]
+        + ["SecurityContextConstraints/" + c.metadata.name for c in sccs if c.metadata.name.startswith(namespace + "-")])
+
+
+def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
+    # OpenShift's objects too: its SCC of the IPC_LOCK capability and the RBAC
+    # that lets the deployment's account use it (a prebuilt image: nothing
+    # here builds one).
+    ns = {"cluster_namespace": deploy_ns, "cluster_platform": "openshift", "image_build": False,
+          "cluster_security_mode": "ipc_lock"}
     assert not run_playbook("deploy.yml", "local", ns).failed
+    assert privileges(api_client, deploy_ns) == [
+        "ClusterRole/%s-%s-scc" % (deploy_ns, APP), "RoleBinding/%s-scc" % APP,
+        "SecurityContextConstraints/%s-%s-ipc-lock" % (deploy_ns, APP), "ServiceAccount/" + APP]
     kept = claims(api_client, deploy_ns)
     down = run_playbook("teardown.yml", "local", ns)
     assert not down.failed, down.failure_messages()
     assert wait_gone(api_client, deploy_ns) == []
+    assert privileges(api_client, deploy_ns) == []
     apps = client.AppsV1Api(api_client)
     assert apps.list_namespaced_stateful_set(deploy_ns).items == []
     # Every ConfigMap the deploy made (the pods' code, commands and training

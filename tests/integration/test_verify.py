@@ -73,8 +73,12 @@ def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, t
         assert words in finding["message"] and fix in finding["remediation"]
         assert "| %s | FAIL | %s |" % (node, check) in markdown
     assert "### node moc-r4pcc04u25-nairr" in markdown
-    # The probes are gone; the latest report is the one just written.
+    # The probes are gone, with their service account (and its binding to the
+    # privileged SCC on OpenShift); the latest report is the one just written.
     assert probe_pods(api_client, verify_ns) == []
+    assert [a.metadata.name for a in client.CoreV1Api(api_client).list_namespaced_service_account(verify_ns).items
+            if a.metadata.name != "default"] == []
+    assert client.RbacAuthorizationV1Api(api_client).list_namespaced_role_binding(verify_ns).items == []
     assert json.loads((tmp_path / "latest.json").read_text()) == report
 
 
