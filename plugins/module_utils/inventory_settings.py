@@ -236,6 +236,7 @@ SETTINGS = {
     "cluster_nodes_must_take_pods": _bool,
     "cluster_nodes_before_sriov": _bool,
     "cluster_allow_system_namespace": _bool,
+    "cluster_check_nodes": _bool,
     # sriov
     "sriov_operator_namespace": NAME,
     "sriov_create_operator_namespace": _bool,

@@ -7,7 +7,7 @@ import time
 import uuid
 
 import pytest
-from ansible_cli import run_module, run_playbook
+from ansible_cli import remove_namespace, run_module, run_playbook
 from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
@@ -25,14 +25,7 @@ def deploy_ns(api_client):
     torn down (claims too) afterwards."""
     name = "dep-%s" % uuid.uuid4().hex[:6]
     yield name
-    if not namespace_exists(api_client, name):
-        return
-    run_playbook("teardown.yml", "local", {"cluster_namespace": name, "purge_workspaces": True})
-    core = client.CoreV1Api(api_client)
-    try:
-        core.delete_namespace(name)
-    except client.ApiException as err:
-        assert err.status == 404
+    remove_namespace(api_client, name)
 
 
 def pods(api_client, namespace):

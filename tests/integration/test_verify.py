@@ -6,7 +6,7 @@ import json
 import uuid
 
 import pytest
-from ansible_cli import run_playbook
+from ansible_cli import remove_namespace, run_playbook
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -25,11 +25,7 @@ APP = "h-kim"
 def verify_ns(api_client):
     name = "ver-%s" % uuid.uuid4().hex[:6]
     yield name
-    run_playbook("teardown.yml", "local", {"cluster_namespace": name, "purge_workspaces": True})
-    try:
-        client.CoreV1Api(api_client).delete_namespace(name)
-    except client.ApiException as err:
-        assert err.status == 404
+    remove_namespace(api_client, name)
 
 
 def probe_pods(api_client, namespace):
