@@ -18,6 +18,7 @@ stay in the cluster role; these need only the variables.
 
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 
 from .image_reference import parse_image_reference
@@ -88,7 +89,7 @@ def to_float(value, low=None, high=None):
         number = float(value)
     except (TypeError, ValueError):
         raise Refused("is not a number", "give a number")
-    if number != number:
+    if math.isnan(number) or math.isinf(number):
         raise Refused("is not a number", "give a number")
     _check_range(number, low, high)
     return number

@@ -223,8 +223,8 @@ def privileges(api_client, namespace):
     """The service accounts (but the namespace's default), roles, bindings,
     cluster roles and SCCs of a deployment in namespace."""
     rbac = client.RbacAuthorizationV1Api(api_client)
-    sccs = dynamic.DynamicClient(api_client).resources.get(api_version="security.openshift.io/v1",
-                                                            kind="SecurityContextConstraints").get().items
+    sccs = dynamic.DynamicClient(api_client).resources.get(
+        api_version="security.openshift.io/v1", kind="SecurityContextConstraints").get().items
     return sorted(
         ["ServiceAccount/" + a.metadata.name for a in client.CoreV1Api(api_client).list_namespaced_service_account(
             namespace).items if a.metadata.name != "default"]

@@ -101,14 +101,12 @@ def test_booleans_typed_on_the_command_line_mean_what_they_say(tmp_path):
     """render.yml (offline) with each boolean that shapes a manifest given as
     a string, as -e gives it: the false words render as false, the true
     words as true."""
-    off = rendered(tmp_path, "off", {"cluster_host_network": "false", "statefulset_require_verified_nodes": "no",
-                                     "sriov_create_policies": "off", "train_compile": "0", "train_float8": "False",
-                                     "train_start_mode": "job", "cluster_storage_mode": "shared",
-                                     "train_workload": "torchtitan"})
-    on = rendered(tmp_path, "on", {"cluster_host_network": "yes", "cluster_rdma_nics": [],
-                                   "statefulset_require_verified_nodes": "TRUE", "sriov_create_policies": "on",
-                                   "train_compile": "1", "train_float8": "On", "train_start_mode": "job", "cluster_storage_mode": "shared",
-                                     "train_workload": "torchtitan"})
+    job = {"train_start_mode": "job", "cluster_storage_mode": "shared", "train_workload": "torchtitan"}
+    off = rendered(tmp_path, "off", dict(job, cluster_host_network="false", statefulset_require_verified_nodes="no",
+                                         sriov_create_policies="off", train_compile="0", train_float8="False"))
+    on = rendered(tmp_path, "on", dict(job, cluster_host_network="yes", cluster_rdma_nics=[],
+                                       statefulset_require_verified_nodes="TRUE", sriov_create_policies="on",
+                                       train_compile="1", train_float8="On"))
     assert "hostNetwork" not in statefulset_of(off) and statefulset_of(on)["hostNetwork"] is True
     assert "/dev/infiniband" not in str(statefulset_of(off)) and "/dev/infiniband" in str(statefulset_of(on))
     assert "rdma-verified" not in str(statefulset_of(off)) and "mlinfra.io/rdma-verified" in str(statefulset_of(on))

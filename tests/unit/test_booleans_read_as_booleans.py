@@ -70,8 +70,8 @@ def test_every_boolean_is_read_through_bool():
     for path in sorted(files):
         for number, expression in expressions(path):
             for name in bare_uses(expression, names):
-                bare.append("%s:%d: %s in %r" % (os.path.relpath(path, REPO), number, name,
-                                                  " ".join(expression.split())[:100]))
+                shown = " ".join(expression.split())[:100]
+                bare.append("%s:%d: %s in %r" % (os.path.relpath(path, REPO), number, name, shown))
     assert bare == [], "\n".join(bare)
 
 
