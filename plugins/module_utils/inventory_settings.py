@@ -172,6 +172,17 @@ def _scalar_map(value):
     return mapping
 
 
+def _ipam_map(value):
+    """Network name to a CIDR range, or to an IPAM configuration (a mapping)
+    that the sriov role passes on as it is."""
+    mapping = to_dict(value)
+    for key, item in mapping.items():
+        to_text(key, what="network names as keys")
+        if not isinstance(item, dict):
+            to_text(item, what="a CIDR range such as 192.168.100.0/24, or an IPAM configuration, as each value")
+    return mapping
+
+
 def _label_map(value):
     mapping = to_dict(value)
     for key, item in mapping.items():
@@ -250,7 +261,7 @@ SETTINGS = {
     "sriov_node_label": _text(LABEL_KEY, "a label key such as example.com/sriov"),
     "sriov_node_selector": _label_map,
     "sriov_num_vfs": _count(1, 256),
-    "sriov_ipam_ranges": _scalar_map,
+    "sriov_ipam_ranges": _ipam_map,
     "sriov_sync_timeout": _count(0),
     # image
     "image_build": _bool,

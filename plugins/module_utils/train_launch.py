@@ -65,7 +65,7 @@ import subprocess
 import sys
 import time
 
-from . import nccl_detect, node_facts, throughput
+from . import nccl_detect, node_facts, throughput, torchrun_log
 from .pod_bench import ordinal_of
 
 LAUNCH_FILE = "launch.json"
@@ -517,7 +517,8 @@ def status(run_dir):
     result = {"state": NOT_STARTED, "run_dir": os.path.abspath(run_dir), "run_id": None, "node_rank": None,
               "nnodes": None, "pid": None, "pgid": None, "exit_code": None, "seconds": None, "started_at": None,
               "log": None, "metrics": None, "first_loss": None, "latest_loss": None, "steps_logged": 0,
-              "log_tail": [], "processes": [], "stop_requested": False, "error": None}
+              "log_tail": [], "processes": [], "stop_requested": False, "error": None,
+              "assigned_node_rank": None, "global_ranks": None, "first_failure": None}
     launch = read_launch(run_dir)
     if launch is None:
         return result
@@ -549,7 +550,24 @@ def status(run_dir):
     if launch.get("log"):
         result.update(log_metrics(launch["log"]))
         result["log_tail"] = log_tail(launch["log"])
+        result.update(_rank_report(launch["log"]))
+        if result["state"] == FAILED and result["first_failure"]:
+            result["error"] += "; first failure: %s" % torchrun_log.describe_failure(result["first_failure"])
     return result
+
+
+def _rank_report(path):
+    """The node rank and global ranks torchrun's rendezvous gave this node
+    (from the start of its log), and the first failure it reported (from
+    the end)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_TAIL_BYTES).decode("utf-8", "replace").splitlines()
+    except (IOError, OSError):
+        head = []
+    rendezvous = torchrun_log.rendezvous_result(head) or {}
+    return {"assigned_node_rank": rendezvous.get("group_rank"), "global_ranks": rendezvous.get("global_ranks"),
+            "first_failure": torchrun_log.first_failure(log_tail(path, count=200))}
 
 
 # ------------------------------------------------------------------- start
@@ -736,6 +754,9 @@ def _start_locked(options, environ, run_dir, node_rank, host, port, result):
         env["MLINFRA_TRAIN_BACKEND"] = options.backend_hint
     # torchrun's default prefix holds the local rank, the same on every node.
     env.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]:")
+    # The agent says at INFO which node rank the rendezvous gave this pod
+    # (status reads it back: c10d orders nodes as they arrive).
+    env.setdefault("LOGLEVEL", "INFO")
     memlock = raise_memlock()
 
     if options.workload == "torchtitan":

@@ -192,7 +192,8 @@ def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
     # Six pods need all six nodes, the cordoned one too; in tcp mode its
     # down port does not matter.
     with uncordoned(api_client, RAIL_DOWN_NODE):
-        _scale_up_to_zero_and_back(api_client, {"cluster_namespace": deploy_ns, "cluster_network_mode": "tcp"})
+        _scale_up_to_zero_and_back(api_client, {"cluster_namespace": deploy_ns, "cluster_network_mode": "tcp",
+                                                "cluster_rdma_nics": []})
 
 
 def _scale_up_to_zero_and_back(api_client, ns):

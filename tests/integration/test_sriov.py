@@ -238,8 +238,9 @@ def test_host_device_and_ipoib_attachments(deployment, network_type, extra):
 
 
 @pytest.mark.parametrize("extra, reason", [
-    ({"cluster_network_mode": "tcp"}, "cluster_network_mode is tcp"),
-    ({"cluster_host_network": True}, "cluster_host_network is true"),
+    # Without NICs: the settings check refuses NICs that would not be attached.
+    ({"cluster_network_mode": "tcp", "cluster_rdma_nics": []}, "cluster_network_mode is tcp"),
+    ({"cluster_host_network": True, "cluster_rdma_nics": []}, "cluster_host_network is true"),
 ])
 def test_nothing_to_attach_creates_nothing(deployment, extra, reason):
     run = deployment.deploy(**extra)
@@ -284,7 +285,7 @@ def test_teardown_keeps_the_policies_unless_purged(deployment):
 def test_teardown_deletes_the_attachments_it_created(deployment):
     assert not deployment.deploy(cluster_rdma_network_type="macvlan").failed
     # The mode changed since: teardown still finds the attachments by their labels.
-    down = deployment.teardown(cluster_network_mode="tcp")
+    down = deployment.teardown(cluster_network_mode="tcp", cluster_rdma_nics=[])
     assert not down.failed, down.failure_messages() or down.stderr
     assert deployment.attachments() == {}
 

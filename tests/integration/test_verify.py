@@ -128,7 +128,7 @@ def test_a_verdict_that_changed_since_the_previous_run_is_named(api_client, veri
     nodes = HEALTHY[:1] + ["moc-r4pcc04u36-nairr"]
     base = {"cluster_namespace": verify_ns, "verify_pod_checks": False, "verify_report_dir": str(tmp_path),
             "cluster_gpu_nodes": nodes}
-    first = run_playbook("verify-rdma.yml", "local", dict(base, cluster_network_mode="tcp"))
+    first = run_playbook("verify-rdma.yml", "local", dict(base, cluster_network_mode="tcp", cluster_rdma_nics=[]))
     assert not first.failed, first.failure_messages()
     previous = json.loads((tmp_path / "latest.json").read_text())
     assert previous["verdict"] in ("pass", "warn")

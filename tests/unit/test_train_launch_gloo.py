@@ -187,8 +187,14 @@ def test_a_failing_rank_fails_both_nodes_with_the_log_tail(workload_python, tmp_
     for rank, run_dir in enumerate(dirs):
         with open(str(run_dir / ("node-%d.log" % rank))) as handle:
             logs.append(handle.read())
-    # Global rank 1 is on whichever node the rendezvous ordered second.
+    # Global rank 1 is on whichever node the rendezvous ordered second: each
+    # node's status says which it got, and the one holding rank 1 names it
+    # as the first failure.
     assert sum("rank 1 fails on purpose at step 3" in log for log in logs) == 1
+    assert sorted(result["assigned_node_rank"] for result in results) == [0, 1]
+    holder = [result for result in results if result["assigned_node_rank"] == 1][0]
+    assert "rank 1 fails on purpose at step 3" in logs[results.index(holder)]
+    assert "; first failure: rank 1 (local rank 0) exited with 1" in holder["error"], holder["error"]
 
 
 FAKE_TORCHTITAN = '''import json, os, sys

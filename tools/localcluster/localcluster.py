@@ -543,8 +543,11 @@ def apply_crds(api: Api, timeout: float) -> None:
     pending = {c["metadata"]["name"] for c in crds}
     while pending:
         for name in sorted(pending):
-            obj = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-            conditions = {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+            # A CRD just created can show "status": {"conditions": null}:
+            # that is "not yet", never a crash (it once was one, in about one
+            # start of 25).
+            obj = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+            conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
             if conditions.get("Established") == "True":
                 pending.discard(name)
         if pending:
@@ -557,8 +560,8 @@ def apply_crds(api: Api, timeout: float) -> None:
     for gv, plural in groups.items():
         while True:
             try:
-                resources = api.get(f"/apis/{gv}")
-                if any(r["name"] == plural for r in resources.get("resources", [])):
+                resources = api.get(f"/apis/{gv}") or {}
+                if any(r["name"] == plural for r in resources.get("resources") or []):
                     break
             except ApiError:
                 pass

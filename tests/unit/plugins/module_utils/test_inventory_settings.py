@@ -222,6 +222,13 @@ def test_a_system_namespace_is_taken_when_allowed_and_tcp_without_nics_passes():
     assert check_settings(dict(GOOD, cluster_host_network=True, cluster_rdma_nics=[]))["errors"] == []
 
 
+def test_ipam_ranges_take_a_range_or_an_ipam_configuration():
+    ranges = {"eno5np0-network": "192.168.105.0/24", "eno6np0-network": {"type": "dhcp"}}
+    assert check_settings(dict(GOOD, sriov_ipam_ranges=ranges))["errors"] == []
+    error = refusal(sriov_ipam_ranges={"eno5np0-network": "192.168.105.0/24\nspec: {}"})
+    assert error["variable"] == "sriov_ipam_ranges" and "holds a line break" in error["problem"]
+
+
 def test_every_refusal_is_reported_at_once():
     checked = check_settings(dict(GOOD, replicas="x", cluster_rdma_mtu=1, cluster_namespace="Bad"))
     assert sorted(error["variable"] for error in checked["errors"]) == \

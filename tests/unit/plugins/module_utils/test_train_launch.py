@@ -301,6 +301,21 @@ def test_status_reads_torchtitan_metrics_and_the_exit_code(tmp_path):
     assert result["state"] == "failed" and "killed by signal 9" in result["error"]
 
 
+def test_status_names_the_node_rank_the_rendezvous_gave_and_the_rank_killed_first(tmp_path):
+    """torchrun's own log (tests/fixtures/logs/torchrun): the pod launched as node
+    0 was given node rank 1, and its rank 1 was killed by SIGKILL."""
+    log = tmp_path / "node-0.log"
+    shutil.copyfile(os.path.join(REPO, "tests", "fixtures", "logs", "torchrun", "sigkill-rank1-node0.log"), str(log))
+    write_launch(tmp_path, log=str(log))
+    (tmp_path / "exit_code").write_text("1\n")
+    result = tl.status(str(tmp_path))
+    assert result["state"] == "failed" and result["node_rank"] == 0
+    assert result["assigned_node_rank"] == 1 and result["global_ranks"] == [1]
+    assert result["first_failure"]["signal"] == "SIGKILL"
+    assert result["error"] == "torchrun exited with 1; see log_tail; first failure: rank 1 (local rank 0) was " \
+                              "killed by signal 9 (SIGKILL)"
+
+
 def test_status_without_exit_code_or_processes_is_failed_and_a_stop_makes_it_stopped(tmp_path):
     write_launch(tmp_path, pid=2 ** 22 + 7)
     result = tl.status(str(tmp_path))
