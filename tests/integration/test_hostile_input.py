@@ -83,7 +83,12 @@ def test_bad_input_is_refused_first_with_one_message_and_nothing_changes(api_cli
     assert ran == ["Convert and check the inventory's variables",
                    "Refuse settings that cannot be used, before anything changes"], ran
     assert "argument_spec_data" not in str(run.document)
-    assert cluster_state(api_client) == before
+    after = cluster_state(api_client)
+    # An earlier test's namespace may still be going away: nothing may be
+    # added, and what may be removed meanwhile is only what goes with it.
+    assert set(after.pop("namespaces")) <= set(before.pop("namespaces"))
+    assert set(after.pop("role_bindings")) <= set(before.pop("role_bindings"))
+    assert after == before
     if "touch /tmp/owned" in str(extra):
         assert not os.path.exists("/tmp/owned")
 
