@@ -62,21 +62,20 @@ def first_failure(lines):
             found = index
     if found is None:
         return None
-    failure = {"rank": None, "local_rank": None, "exitcode": None, "signal": None, "host": None}
+    rank = local_rank = exitcode = host = None
     for line in lines[found + 1:found + 12]:
         match = _FAILURE_FIELD.match(line)
         if not match:
             continue
         name, value = match.group(1), match.group(2).strip()
         if name == "rank" and _RANK.match(value):
-            failure["rank"], failure["local_rank"] = (int(part) for part in _RANK.match(value).groups())
+            rank, local_rank = (int(part) for part in _RANK.match(value).groups())
         elif name == "exitcode" and _EXITCODE.match(value):
-            failure["exitcode"] = int(_EXITCODE.match(value).group(1))
+            exitcode = int(_EXITCODE.match(value).group(1))
         elif name == "host":
-            failure["host"] = value
-    if failure["exitcode"] is not None and failure["exitcode"] < 0:
-        failure["signal"] = signal_name(-failure["exitcode"])
-    return failure
+            host = value
+    killed_by = signal_name(0 - exitcode) if isinstance(exitcode, int) and exitcode < 0 else None
+    return {"rank": rank, "local_rank": local_rank, "exitcode": exitcode, "signal": killed_by, "host": host}
 
 
 def signal_name(number):
@@ -91,5 +90,5 @@ def describe_failure(failure):
     (local rank 0) exited with 3'."""
     who = "rank %s (local rank %s)" % (failure["rank"], failure["local_rank"])
     if failure["signal"]:
-        return "%s was killed by signal %d (%s)" % (who, -failure["exitcode"], failure["signal"])
+        return "%s was killed by signal %d (%s)" % (who, -int(failure["exitcode"]), failure["signal"])
     return "%s exited with %s" % (who, failure["exitcode"])

@@ -4,7 +4,7 @@
 # start-up race (such as a CRD read before its status is filled in) is gone.
 #   bash tools/localcluster/repeat-up.sh 50
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 count=${1:-50}
 export MLINFRA_LOCALCLUSTER_DIR=.work/localcluster-repeat
 failed=0
