@@ -549,14 +549,17 @@ def status(run_dir):
         result["seconds"] = round((ended or time.time()) - started, 1)
     if launch.get("log"):
         result.update(log_metrics(launch["log"]))
-        result["log_tail"] = log_tail(launch["log"])
-        result.update(_rank_report(launch["log"]))
+        # One read of the log's end serves the tail shown and torchrun's
+        # failure report, which lies further back than the tail.
+        tail = log_tail(launch["log"], count=200)
+        result["log_tail"] = tail[-TAIL_LINES:]
+        result.update(_rank_report(launch["log"], tail))
         if result["state"] == FAILED and result["first_failure"]:
             result["error"] += "; first failure: %s" % torchrun_log.describe_failure(result["first_failure"])
     return result
 
 
-def _rank_report(path):
+def _rank_report(path, tail):
     """The node rank and global ranks torchrun's rendezvous gave this node
     (from the start of its log), and the first failure it reported (from
     the end)."""
@@ -567,7 +570,7 @@ def _rank_report(path):
         head = []
     rendezvous = torchrun_log.rendezvous_result(head) or {}
     return {"assigned_node_rank": rendezvous.get("group_rank"), "global_ranks": rendezvous.get("global_ranks"),
-            "first_failure": torchrun_log.first_failure(log_tail(path, count=200))}
+            "first_failure": torchrun_log.first_failure(tail)}
 
 
 # ------------------------------------------------------------------- start
