@@ -22,7 +22,7 @@ WORKLOAD_PYTHON = os.path.join(REPO, ".work", "venv-workload", "bin", "python")
 # leaves it to the main stage. Found by reading the source, so a test that
 # starts using ansible-core is run under both versions without a list to
 # keep up to date.
-ANSIBLE_CORE_WORDS = re.compile(r"\bansible\.|\bimport ansible\b|\bansible_cli\b|plugins\.(filter|modules)\b"
+ANSIBLE_CORE_WORDS = re.compile(r"\bansible\.|\bimport ansible\b|\bansible_cli\b|\bmodule_call\b|plugins\.(filter|modules)\b"
                                 r"|\bansible-[a-z]|\bANSIBLE_")
 _CORE_INDEPENDENT = {}
 
