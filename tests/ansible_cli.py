@@ -100,7 +100,10 @@ class PlaybookRun:
                     messages.append(result.get("msg", ""))
                     for item in result.get("results", []):
                         if item.get("failed") or item.get("evaluated_to") is False:
-                            messages.append(item.get("msg", ""))
+                            # A module that crashed says why in its stderr
+                            # or traceback, not in msg.
+                            messages.append(item.get("msg") or (item.get("module_stderr") or item.get("exception")
+                                                                or json.dumps(item))[-2000:])
         return messages
 
 

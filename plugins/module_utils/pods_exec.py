@@ -109,3 +109,27 @@ def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(pods)))) as pool:
         return list(pool.map(one, pods))
+
+
+def answers_hold(results, wanted):
+    """Whether every pod answered JSON holding each item of wanted."""
+    return bool(results) and all(
+        isinstance(entry.get("json"), dict) and all(entry["json"].get(key) == value for key, value in wanted.items())
+        for entry in results)
+
+
+def follow(look, every, seconds, wanted, clock=time.monotonic, sleep=time.sleep):
+    """look() again every `every` seconds while every pod's answer holds
+    `wanted` (a look that changed, or a pod that did not answer, ends it)
+    and another look still fits in `seconds`. The latest results and how
+    many looks were made. One module run then follows a training run for a
+    whole progress period: a module run per look cost about a second of the
+    controller's CPU each (Ansible's start-up of the module and the import
+    of the kubernetes client)."""
+    deadline = clock() + seconds
+    results, looks = look(), 1
+    while wanted and answers_hold(results, wanted) and clock() + every <= deadline:
+        sleep(every)
+        results, looks = look(), looks + 1
+    return results, looks
+

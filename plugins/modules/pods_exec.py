@@ -65,6 +65,22 @@ options:
       print JSON.
     type: bool
     default: false
+  repeat_while:
+    description:
+      - Run the command again, every O(repeat_every) seconds for at most O(repeat_for) seconds, while every pod's
+        output parsed as JSON holds each of these keys with its value; the results are those of the last round.
+      - Follows a state (for example V({state: running})) in one task instead of a task retried with C(until),
+        which starts the module again for each look. Needs O(parse_json).
+    type: dict
+    default: {}
+  repeat_every:
+    description: Seconds between two rounds of O(repeat_while).
+    type: int
+    default: 10
+  repeat_for:
+    description: Seconds within which the last round of O(repeat_while) starts; V(0) runs the command once.
+    type: int
+    default: 0
 attributes:
   check_mode:
     description: Runs the command in check mode too; give it only commands that read.
@@ -96,6 +112,19 @@ EXAMPLES = r"""
   loop: "{{ nccl_json_read.pods }}"
   loop_control:
     label: "{{ item.pod }}"
+
+- name: Follow a training run for up to a minute, looking every 10 s, until a pod's state is no longer running
+  mlinfra.multinode.pods_exec:
+    namespace: ml-train
+    pods: [h-kim-0, h-kim-1]
+    container: trainer
+    command: [bash, -c, 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-train" status --run-dir "$1/$POD_NAME"',
+              mlinfra-train, mlinfra-runs/run1]
+    parse_json: true
+    repeat_while: {state: running}
+    repeat_every: 10
+    repeat_for: 60
+  register: run_look
 """
 
 RETURN = r"""
@@ -134,6 +163,10 @@ failed_pods:
   returned: always
   type: list
   elements: str
+rounds:
+  description: How many times the command ran in the pods (more than 1 only with O(repeat_while)).
+  returned: always
+  type: int
 """
 
 import copy
@@ -156,6 +189,9 @@ def argument_spec():
         parallel=dict(type="int", default=8),
         parse_json=dict(type="bool", default=False),
         fail_on_error=dict(type="bool", default=False),
+        repeat_while=dict(type="dict", default={}),
+        repeat_every=dict(type="int", default=10),
+        repeat_for=dict(type="int", default=0),
     )
     return spec
 
@@ -169,6 +205,10 @@ def main():
     if params["timeout"] < 1 or params["parallel"] < 1:
         module.fail_json(msg="timeout and parallel must be 1 or more, got %s and %s"
                              % (params["timeout"], params["parallel"]))
+    if params["repeat_while"] and not params["parse_json"]:
+        module.fail_json(msg="repeat_while compares the pods' JSON answers: set parse_json: true")
+    if params["repeat_every"] < 1:
+        module.fail_json(msg="repeat_every must be 1 or more, got %s" % params["repeat_every"])
     # Imported here: kubernetes.core's client module needs the kubernetes
     # library at import time, whose absence AnsibleK8SModule has reported.
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -182,17 +222,22 @@ def main():
         pods = pods_exec.select_pods(core, params["namespace"], params["label_selectors"], params["pods"])
     except pods_exec.ApiException as err:
         module.fail_json(msg="cannot list the pods of %s: %s %s" % (params["namespace"], err.status, err.reason))
-    results = pods_exec.exec_in_pods(k8s.configuration, pods, params["container"], params["command"],
-                                     timeout=params["timeout"], parallel=params["parallel"],
-                                     parse_json=params["parse_json"])
+
+    def look():
+        return pods_exec.exec_in_pods(k8s.configuration, pods, params["container"], params["command"],
+                                      timeout=params["timeout"], parallel=params["parallel"],
+                                      parse_json=params["parse_json"])
+
+    results, rounds = pods_exec.follow(look, params["repeat_every"], max(params["repeat_for"], 0),
+                                       params["repeat_while"])
     failed_pods = [entry["pod"] for entry in results
                    if entry["rc"] != 0 or (params["parse_json"] and entry["json"] is None)]
     if failed_pods and params["fail_on_error"]:
         module.fail_json(msg="the command failed in %d of %d pod(s): %s" % (
             len(failed_pods), len(results), "; ".join(
                 "%s: %s" % (entry["pod"], entry["error"] or "exit %s: %s" % (entry["rc"], entry["stderr"].strip()[-200:]))
-                for entry in results if entry["pod"] in failed_pods)), pods=results, failed_pods=failed_pods)
-    module.exit_json(changed=False, pods=results, failed_pods=failed_pods)
+                for entry in results if entry["pod"] in failed_pods)), pods=results, failed_pods=failed_pods, rounds=rounds)
+    module.exit_json(changed=False, pods=results, failed_pods=failed_pods, rounds=rounds)
 
 
 if __name__ == "__main__":

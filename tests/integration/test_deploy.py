@@ -4,6 +4,7 @@ local cluster (real API server, scheduler and controllers; kwok kubelets)."""
 import contextlib
 import json
 import time
+import types
 import uuid
 
 import pytest
@@ -74,8 +75,22 @@ def wait_gone(api_client, namespace, timeout=60):
     return pods(api_client, namespace)
 
 
-def test_deploy_from_nothing_then_nothing_changes(api_client, deploy_ns):
-    first = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns})
+@pytest.fixture(scope="module")
+def deployed(api_client):
+    """One deployment of the local inventory from nothing, which the tests
+    that only read it share: status.yml before it, and the first deploy.yml
+    run (each cost a deploy and a teardown per test)."""
+    ns = {"cluster_namespace": "dep-%s" % uuid.uuid4().hex[:6]}
+    try:
+        before = run_playbook("status.yml", "local", ns)
+        first = run_playbook("deploy.yml", "local", ns)
+        yield types.SimpleNamespace(namespace=ns["cluster_namespace"], status_before=before, first=first)
+    finally:
+        remove_namespace(api_client, ns["cluster_namespace"])
+
+
+def test_deploy_from_nothing_then_nothing_changes(api_client, deployed):
+    first, deploy_ns = deployed.first, deployed.namespace
     assert not first.failed, first.failure_messages() or first.stderr
     assert first.changed > 0
     running = pods(api_client, deploy_ns)
@@ -150,13 +165,14 @@ def test_vfs_the_sriov_role_has_made_are_checked_before_any_pod(api_client, depl
     assert client.AppsV1Api(api_client).list_namespaced_stateful_set(deploy_ns).items == []  # ... and no further
 
 
-def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy_ns):
+def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deployed):
+    deploy_ns = deployed.namespace
     ns = {"cluster_namespace": deploy_ns}
-    before = run_playbook("status.yml", "local", ns)
+    before = deployed.status_before
     assert not before.failed, before.failure_messages()
     first_line = before.results("Show the table")[0]["msg"][0]
     assert first_line.endswith("not deployed (ansible-playbook playbooks/deploy.yml -i inventories/local)")
-    assert not run_playbook("deploy.yml", "local", ns).failed
+    assert not deployed.first.failed
     status = run_playbook("status.yml", "local", ns)
     assert not status.failed and status.changed == 0
     lines = status.results("Show the table")[0]["msg"]
@@ -171,8 +187,9 @@ def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deploy
     assert "workspace claims: workspace-%s-0, workspace-%s-1" % (APP, APP) in lines
 
 
-def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_client, deploy_ns):
-    assert not run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns}).failed
+def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_client, deployed, tmp_path):
+    deploy_ns = deployed.namespace
+    assert not deployed.first.failed
     args = {"kubeconfig": str(localcluster.KUBECONFIG), "namespace": deploy_ns,
             "label_selectors": ["app.kubernetes.io/name=" + APP], "container": "trainer"}
     nodes = run_module("pods_exec", dict(args, command=["sh", "-c", 'echo "{\\"node\\": \\"$MLINFRA_NODE_NAME\\"}"'],
@@ -186,6 +203,18 @@ def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_
     missing = run_module("pods_exec", dict(args, command=["no-such-program"], fail_on_error=True))
     assert missing["failed"] and missing["pods"][0]["rc"] is None and missing["pods"][0]["error"]
     assert missing["msg"].startswith("the command failed in 2 of 2 pod(s): %s-0: " % APP)
+    # Followed while the answer holds: the third look answers "done". The
+    # pods are processes of this machine, so they share tmp_path with the test.
+    looks = tmp_path / "looks"
+    counting = ('n=$(cat "$1" 2>/dev/null || echo 0); echo $((n + 1)) > "$1"; '
+                'if [ "$n" -ge 2 ]; then echo "{\\"state\\": \\"done\\"}"; else echo "{\\"state\\": \\"running\\"}"; fi')
+    followed = run_module("pods_exec", dict(args, pods=[APP + "-0"], command=["sh", "-c", counting, "sh", str(looks)],
+                                            parse_json=True, repeat_while={"state": "running"}, repeat_every=1,
+                                            repeat_for=60))
+    assert not followed.get("failed") and followed["rounds"] == 3 and looks.read_text() == "3\n"
+    assert followed["pods"][0]["json"] == {"state": "done"}
+    unparsed = run_module("pods_exec", dict(args, command=["true"], repeat_while={"state": "running"}))
+    assert unparsed["failed"] and unparsed["msg"] == "repeat_while compares the pods' JSON answers: set parse_json: true"
 
 
 def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
