@@ -10,7 +10,9 @@ import contextlib
 import importlib
 import io
 import json
+from unittest import mock
 
+from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -20,7 +22,10 @@ def call_module(name, args, check=False):
     module = importlib.import_module("ansible_collections.mlinfra.multinode.plugins.modules." + name)
     args = dict(args, _ansible_check_mode=check)
     printed = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(printed):
+    # ansible-core keeps warnings in globals: a module process runs once,
+    # this process runs many.
+    with patch_module_args(args), contextlib.redirect_stdout(printed), \
+            mock.patch.object(warnings, "_global_warnings", {}), mock.patch.object(warnings, "_global_deprecations", {}):
         try:
             module.main()
         except SystemExit:

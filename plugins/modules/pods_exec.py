@@ -69,8 +69,8 @@ options:
     description:
       - Run the command again, every O(repeat_every) seconds for at most O(repeat_for) seconds, while every pod's
         output parsed as JSON holds each of these keys with its value; the results are those of the last round.
-      - Follows a state (for example V({state: running})) in one task instead of a task retried with C(until),
-        which starts the module again for each look. Needs O(parse_json).
+      - Follows a state (for example the key C(state) with the value V(running)) in one task instead of a task
+        retried with C(until), which starts the module again for each look. Needs O(parse_json).
     type: dict
     default: {}
   repeat_every:
