@@ -145,39 +145,59 @@ def _timed(what):
             handle.write(json.dumps(record) + "\n")
 
 
-def remove_namespace(api_client, namespace, extra=None):
-    """A test's clean-up: teardown.yml (with the workspaces) where the
-    namespace holds a deployment whose objects reach outside it (a
-    StatefulSet, its ClusterRole, an SR-IOV network serving it), then the
-    namespace deleted. A namespace without one (a probe run, a refused
-    deploy) is only deleted: that removes all it holds, and a teardown.yml
-    run costs about 25 s of CPU."""
+def remove_namespace(api_client, namespace):
+    """A test's clean-up: what a deployment made outside its namespace (the
+    SR-IOV networks that serve it, its ClusterRole and SCC, named after the
+    namespace) deleted through the API, then the namespace, with all it
+    holds. teardown.yml, which does the same and more (it keeps what it is
+    not asked to purge), costs about 20 s of CPU a run; its own tests run it
+    (test_deploy.py, test_sriov.py, test_image.py)."""
     core = client.CoreV1Api(api_client)
     try:
         core.read_namespace(namespace)
     except client.ApiException as err:
         assert err.status == 404
         return
-    reaching_out = client.AppsV1Api(api_client).list_namespaced_stateful_set(namespace).items or [
-        role for role in client.RbacAuthorizationV1Api(api_client).list_cluster_role().items
-        if role.metadata.name.startswith(namespace + "-")]
-    if not reaching_out:
-        networks = client.CustomObjectsApi(api_client).list_cluster_custom_object(
-            "sriovnetwork.openshift.io", "v1", "sriovnetworks")["items"]
-        reaching_out = [n for n in networks if n.get("spec", {}).get("networkNamespace") == namespace]
-    if reaching_out:
-        run_playbook("teardown.yml", "local", dict(extra or {}, cluster_namespace=namespace, purge_workspaces=True))
+    custom = client.CustomObjectsApi(api_client)
+    for network in custom.list_cluster_custom_object("sriovnetwork.openshift.io", "v1", "sriovnetworks")["items"]:
+        if network.get("spec", {}).get("networkNamespace") == namespace:
+            _gone(custom.delete_namespaced_custom_object, "sriovnetwork.openshift.io", "v1",
+                  network["metadata"]["namespace"], "sriovnetworks", network["metadata"]["name"])
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    for role in rbac.list_cluster_role().items:
+        if role.metadata.name.startswith(namespace + "-"):
+            _gone(rbac.delete_cluster_role, role.metadata.name)
+    for scc in custom.list_cluster_custom_object("security.openshift.io", "v1", "securitycontextconstraints")["items"]:
+        if scc["metadata"]["name"].startswith(namespace + "-"):
+            _gone(custom.delete_cluster_custom_object, "security.openshift.io", "v1", "securitycontextconstraints",
+                  scc["metadata"]["name"])
+    _gone(core.delete_namespace, namespace)
+    # Until its pods are gone they hold their nodes' GPUs, which the next
+    # test may need (teardown.yml waits for them too).
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(namespace)
+        except client.ApiException as err:
+            assert err.status == 404, err
+            return
+        time.sleep(0.5)
+    raise AssertionError("namespace %s was still there 180 s after it was deleted" % namespace)
+
+
+def _gone(delete, *args):
+    """Delete; an object already gone is fine."""
     try:
-        core.delete_namespace(namespace)
+        delete(*args)
     except client.ApiException as err:
-        assert err.status == 404
+        assert err.status == 404, err
 
 
 @contextlib.contextmanager
 def deployment(api_client, prefix, nodes, extra=None):
     """deploy.yml of the local inventory in a fresh namespace on `nodes`
-    (with `extra` variables); afterwards torn down with its workspace volumes
-    and the namespace deleted. Yields the extra variables that name the
+    (with `extra` variables); afterwards removed with its namespace
+    (remove_namespace). Yields the extra variables that name the
     deployment."""
     settings = dict(extra or {}, cluster_namespace="%s-%s" % (prefix, uuid.uuid4().hex[:6]), cluster_gpu_nodes=nodes)
     run = run_playbook("deploy.yml", "local", settings)
@@ -185,4 +205,4 @@ def deployment(api_client, prefix, nodes, extra=None):
     try:
         yield settings
     finally:
-        remove_namespace(api_client, settings["cluster_namespace"], settings)
+        remove_namespace(api_client, settings["cluster_namespace"])

@@ -5,7 +5,7 @@ import json
 import uuid
 
 import pytest
-from ansible_cli import run_playbook
+from ansible_cli import remove_namespace, run_playbook
 from test_train import assert_summary_line
 from kubernetes import client
 
@@ -46,8 +46,4 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         assert summary["throughput"]["throughput"] > 0
         assert all(status["first_loss"] > status["latest_loss"] for status in summary["status"])
     finally:
-        run_playbook("teardown.yml", "local", dict(settings, purge_workspaces=True))
-        try:
-            core.delete_namespace(settings["cluster_namespace"])
-        except client.ApiException as err:
-            assert err.status == 404
+        remove_namespace(api_client, settings["cluster_namespace"])
