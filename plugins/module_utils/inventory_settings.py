@@ -71,6 +71,15 @@ def to_bool(value):
     raise Refused("is not a boolean", "give true or false (yes/no, on/off and 1/0 are read the same)")
 
 
+def setting_bool(settings, name):
+    """One boolean of a mapping of settings, read as to_bool reads it: for
+    code that gets the variables as they were given (-e x=false is text)."""
+    try:
+        return to_bool(settings[name])
+    except Refused as refused:
+        raise Refused("%s %s" % (name, refused.problem), refused.fix)
+
+
 def to_int(value, low=None, high=None):
     if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
         raise Refused("is not a whole number", "give a whole number")

@@ -46,6 +46,10 @@ FREE_FORM_RETURNS = {
     "throughput_report": {"runs.figures": "the figures the log's format has, different per format"},
     "rdma_ipam": {"_value": "NIC name to a CNI IPAM configuration, which may be one given by the user"},
     "train_job_manifests": {"_value": "Kubernetes objects, different per start mode"},
+    "workload_manifests": dict(("_value." + step, "Kubernetes objects, different per kind")
+                               for step in ("base", "claims", "statefulset")),
+    "network_manifests": {"_value": "Kubernetes objects, different per network type"},
+    "probe_manifests": {"_value": "Kubernetes objects, different per kind"},
 }
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.filter.image_reference import image_reference
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+from unit.plugins.module_utils.manifest_checks import inventory_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "files" / "Containerfile"
 ROLE = ROOT / "roles" / "image"
-STATEFULSET = ROOT / "roles" / "statefulset" / "templates" / "statefulset.yaml.j2"
 
 
 def instructions(text):
@@ -105,17 +106,19 @@ def test_what_it_copies_is_the_build_context_the_buildconfig_provides():
 
 
 def test_the_in_pod_code_lands_where_the_statefulset_mounts_and_runs_it():
-    template = STATEFULSET.read_text()
+    pod = workload_manifests(inventory_settings("local"))["statefulset"]["spec"]["template"]["spec"]
+    containers = pod["initContainers"] + pod["containers"]
     destination = dict((source.rstrip("/"), target.rstrip("/")) for source, target in copies())
     for volume, source in (("autodetect-code", "plugins/module_utils"), ("autodetect-bin", "files/bin"),
                            ("autodetect-train", "files/train")):
-        mounts = set(re.findall(r"\{name: %s, mountPath: ([^,}]+)" % volume, template))
+        mounts = set(mount["mountPath"] for container in containers for mount in container["volumeMounts"]
+                     if mount["name"] == volume)
         assert mounts == {destination[source]}, (volume, mounts, destination[source])
-    command = re.search(r"command: \[python3, (/\S+)\]", template).group(1)
-    assert command.startswith(destination["files/bin"] + "/")
-    assert (ROOT / "files" / "bin" / command.rsplit("/", 1)[1]).is_file()
-    plugins_dirs = set(re.findall(r"name: MLINFRA_PLUGINS_DIR, value: ([^,}\s]+)", template)) | set(
-        re.findall(r"name: MLINFRA_PLUGINS_DIR\n\s+value: (\S+)", template))
+    command = pod["initContainers"][0]["command"]
+    assert command[0] == "python3" and command[1].startswith(destination["files/bin"] + "/")
+    assert (ROOT / "files" / "bin" / command[1].rsplit("/", 1)[1]).is_file()
+    plugins_dirs = set(variable["value"] for container in containers for variable in container["env"]
+                       if variable["name"] == "MLINFRA_PLUGINS_DIR")
     assert plugins_dirs == {env()["MLINFRA_PLUGINS_DIR"]} == {destination["plugins/module_utils"].rsplit("/", 1)[0]}
     assert env()["PATH"].split(":")[0] == destination["files/bin"]
 

@@ -1,0 +1,128 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""The verify role's probe objects, built as data from the checked settings:
+a service account for the probes, its binding to the privileged SCC
+(OpenShift) and, per GPU node, a pod pinned to it that idles until the node
+checks are run in it by exec.
+
+Every value from the inventory becomes the value of one field and the
+objects are serialised once, by whoever applies them: no value can add a
+field. ``settings`` maps the inventory's variable names to their values as
+the cluster role's checked_settings has checked them.
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from .workload_manifests import BIN_DIR, CODE_DIR, EXECUTABLE_MODE, MANAGED_BY, PLUGINS_DIR
+
+# Where the probe sees the node's /proc, /sys and /dev (MLINFRA_HOST_ROOT).
+HOST_ROOT = "/host"
+PROBED_NODE_ANNOTATION = "mlinfra.io/probed-node"
+# The probe outlives the checks by this long, then ends by itself.
+_IDLE_MARGIN_SECONDS = 600
+
+
+def probe_manifests(settings):
+    """The service account, its binding (OpenShift) and one pod per node of
+    cluster_gpu_nodes, in the order they are applied."""
+    objects = [probe_service_account(settings)]
+    if settings["cluster_platform"] == "openshift":
+        objects.append(probe_scc_binding(settings))
+    objects.extend(probe_pod(settings, index, node) for index, node in enumerate(settings["cluster_gpu_nodes"]))
+    return objects
+
+
+def probe_account_name(settings):
+    return settings["cluster_app_name"] + "-probe"
+
+
+def probe_labels(settings):
+    return {"app.kubernetes.io/name": probe_account_name(settings),
+            "app.kubernetes.io/part-of": settings["cluster_name"],
+            "app.kubernetes.io/component": "rdma-probe",
+            "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def probe_service_account(settings):
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": probe_account_name(settings), "namespace": settings["cluster_namespace"],
+                         "labels": probe_labels(settings)}}
+
+
+def probe_scc_binding(settings):
+    """Reading the host's /proc, /sys and /dev takes hostPath volumes: the
+    privileged SCC, for this service account only."""
+    namespace = settings["cluster_namespace"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": probe_account_name(settings) + "-scc", "namespace": namespace,
+                     "labels": probe_labels(settings)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "system:openshift:scc:privileged"},
+        "subjects": [{"kind": "ServiceAccount", "name": probe_account_name(settings), "namespace": namespace}],
+    }
+
+
+def _host_volume(name, path):
+    return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
+
+
+def probe_pod(settings, index, node):
+    """The probe of one node, pinned to it by nodeName: it runs on a cordoned
+    node too, and needs no scheduler."""
+    app = settings["cluster_app_name"]
+    lifetime = int(settings["verify_probe_timeout"]) + _IDLE_MARGIN_SECONDS
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "%s-%d" % (probe_account_name(settings), index),
+                     "namespace": settings["cluster_namespace"], "labels": probe_labels(settings),
+                     "annotations": {PROBED_NODE_ANNOTATION: node}},
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": probe_account_name(settings),
+            # The probe reads the host; it never calls the API.
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            # Gone by itself if the play stops before it deletes the probe.
+            "activeDeadlineSeconds": lifetime,
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{
+                "name": "probe",
+                "image": settings["verify_probe_image"],
+                "imagePullPolicy": settings["cluster_image_pull_policy"],
+                "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep %d & wait" % lifetime],
+                "env": [
+                    {"name": "MLINFRA_PLUGINS_DIR", "value": PLUGINS_DIR},
+                    {"name": "MLINFRA_HOST_ROOT", "value": HOST_ROOT},
+                    # The NVIDIA container runtime adds nvidia-smi without taking a GPU.
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                ],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                "securityContext": {"privileged": True},
+                "volumeMounts": [
+                    {"name": "host-proc", "mountPath": HOST_ROOT + "/proc", "readOnly": True},
+                    {"name": "host-sys", "mountPath": HOST_ROOT + "/sys", "readOnly": True},
+                    {"name": "host-dev", "mountPath": HOST_ROOT + "/dev", "readOnly": True},
+                    {"name": "autodetect-code", "mountPath": CODE_DIR, "readOnly": True},
+                    {"name": "autodetect-bin", "mountPath": BIN_DIR, "readOnly": True},
+                ],
+            }],
+            "volumes": [
+                _host_volume("host-proc", "/proc"),
+                _host_volume("host-sys", "/sys"),
+                _host_volume("host-dev", "/dev"),
+                {"name": "autodetect-code", "configMap": {"name": app + "-autodetect-code"}},
+                {"name": "autodetect-bin", "configMap": {"name": app + "-autodetect-bin",
+                                                         "defaultMode": EXECUTABLE_MODE}},
+            ],
+        },
+    }

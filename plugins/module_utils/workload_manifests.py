@@ -1,0 +1,363 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""The statefulset role's objects, built as data from the checked settings:
+the namespace, the service account, the SCC and RBAC that let it run the
+pods (OpenShift), the headless Service, the shared workspace claim and the
+StatefulSet.
+
+Every value from the inventory becomes the value of one field and the
+objects are serialised once, by whoever applies or writes them: no value is
+pasted into YAML text, so none can add a field (a storage class holding a
+line break and ``volumeName: x`` is a class name the API server refuses, not
+a second field of the claim).
+
+``settings`` maps the variable names of the inventory (docs/inventory.md) to
+their values, as the cluster role's checked_settings has checked them; the
+booleans are read again here the way Ansible reads them, since a variable
+reaches a role as it was given (``-e cluster_host_network=false`` is text).
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+from .inventory_settings import setting_bool
+
+MANAGED_BY = "mlinfra.multinode"
+# Where the image installs the in-pod code (files/Containerfile), and where
+# the autodetect role's ConfigMaps are mounted over it.
+PLUGINS_DIR = "/opt/mlinfra/plugins"
+CODE_DIR = PLUGINS_DIR + "/module_utils"
+BIN_DIR = "/opt/mlinfra/files/bin"
+TRAIN_DIR = "/opt/mlinfra/files/train"
+# The label verify-rdma.yml -e verify_label_nodes=true gives the nodes that passed.
+VERIFIED_LABEL = "mlinfra.io/rdma-verified"
+# A ConfigMap's files as executables (0755).
+EXECUTABLE_MODE = 493
+
+
+def workload_manifests(settings):
+    """{"base": [objects], "claims": [the shared claim, or none],
+    "statefulset": the StatefulSet}, in the order they are applied."""
+    return {"base": base_objects(settings),
+            "claims": [shared_claim(settings)] if settings["cluster_storage_mode"] == "shared" else [],
+            "statefulset": statefulset(settings)}
+
+
+def workload_labels(settings):
+    return {"app.kubernetes.io/name": settings["cluster_app_name"],
+            "app.kubernetes.io/part-of": settings["cluster_name"],
+            "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def _own_labels(settings):
+    """The labels of the claims, which outlive a deployment of the cluster."""
+    return {"app.kubernetes.io/name": settings["cluster_app_name"], "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def _host_network(settings):
+    return setting_bool(settings, "cluster_host_network")
+
+
+def shared_claim_name(settings):
+    return settings["cluster_shared_claim_name"] or settings["cluster_app_name"] + "-workspace"
+
+
+def ipc_lock_scc_name(settings):
+    return "%s-%s-ipc-lock" % (settings["cluster_namespace"], settings["cluster_app_name"])
+
+
+def base_objects(settings):
+    """Namespace, service account, SCC access (OpenShift) and the headless Service."""
+    namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": app, "namespace": namespace, "labels": workload_labels(settings)}},
+    ]
+    if settings["cluster_platform"] == "openshift":
+        if settings["cluster_security_mode"] == "ipc_lock":
+            objects.append(ipc_lock_scc(settings))
+        objects.extend(scc_access(settings))
+    objects.append(headless_service(settings))
+    return objects
+
+
+def ipc_lock_scc(settings):
+    """Only what RDMA needs beyond the restricted SCC: the IPC_LOCK capability
+    (and /dev/infiniband from the host when the pods use the host network)."""
+    host = _host_network(settings)
+    return {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": ipc_lock_scc_name(settings), "labels": workload_labels(settings)},
+        "allowPrivilegedContainer": False,
+        "allowPrivilegeEscalation": False,
+        "allowedCapabilities": ["IPC_LOCK"],
+        "defaultAddCapabilities": [],
+        "requiredDropCapabilities": [],
+        "allowHostNetwork": host,
+        "allowHostPorts": host,
+        "allowHostDirVolumePlugin": host,
+        "allowHostIPC": False,
+        "allowHostPID": False,
+        "readOnlyRootFilesystem": False,
+        "runAsUser": {"type": "RunAsAny"},
+        "seLinuxContext": {"type": "MustRunAs"},
+        "fsGroup": {"type": "RunAsAny"},
+        "supplementalGroups": {"type": "RunAsAny"},
+        "volumes": ["configMap", "downwardAPI", "emptyDir", "persistentVolumeClaim", "projected", "secret"]
+        + (["hostPath"] if host else []),
+        "users": [],
+        "groups": [],
+    }
+
+
+def scc_access(settings):
+    """A ClusterRole to use the pods' SCC (privileged, or the IPC_LOCK one),
+    bound to the deployment's service account only."""
+    namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
+    role = "%s-%s-scc" % (namespace, app)
+    scc = "privileged" if settings["cluster_security_mode"] == "privileged" else ipc_lock_scc_name(settings)
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": role, "labels": workload_labels(settings)},
+         "rules": [{"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+                    "resourceNames": [scc], "verbs": ["use"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": app + "-scc", "namespace": namespace, "labels": workload_labels(settings)},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": app, "namespace": namespace}]},
+    ]
+
+
+def headless_service(settings):
+    """Headless: stable DNS names <app>-N.<app>-headless for the rendezvous,
+    also while pods are not Ready yet (torchrun's rendezvous happens before
+    that)."""
+    app, port = settings["cluster_app_name"], int(settings["statefulset_rendezvous_port"])
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": app + "-headless", "namespace": settings["cluster_namespace"],
+                     "labels": workload_labels(settings)},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": {"app.kubernetes.io/name": app},
+                 "ports": [{"name": "rendezvous", "port": port, "targetPort": port, "protocol": "TCP"}]},
+    }
+
+
+def _claim_spec(settings, access_mode):
+    spec = {"accessModes": [access_mode]}
+    if settings["cluster_storage_class"]:
+        spec["storageClassName"] = settings["cluster_storage_class"]
+    spec["resources"] = {"requests": {"storage": settings["cluster_storage_size"]}}
+    return spec
+
+
+def shared_claim(settings):
+    """The one workspace every pod mounts (cluster_storage_mode: shared)."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": shared_claim_name(settings), "namespace": settings["cluster_namespace"],
+                         "labels": _own_labels(settings)},
+            "spec": _claim_spec(settings, "ReadWriteMany")}
+
+
+def _rdma_pod(settings):
+    """The pod gets SR-IOV NICs of its own (not with host networking, where
+    it uses the node's)."""
+    return settings["cluster_network_mode"] == "rdma" and not _host_network(settings)
+
+
+def pod_resources(settings):
+    """GPUs, a VF of each RDMA NIC and the shared RDMA device, each as
+    requests and limits alike."""
+    resources = {"nvidia.com/gpu": int(settings["cluster_gpus_per_node"])}
+    if _rdma_pod(settings):
+        for nic in settings["cluster_rdma_nics"]:
+            resources[nic["resource"]] = 1
+    if settings["cluster_network_mode"] == "rdma" and settings["cluster_rdma_shared_resource"]:
+        resources[settings["cluster_rdma_shared_resource"]] = 1
+    return resources
+
+
+def pod_networks(settings):
+    """Multus: one attachment per RDMA NIC, named inside the pod as the
+    inventory says (netdev, such as net1..net4)."""
+    return [dict({"name": nic["name"]}, **({"interface": nic["netdev"]} if nic.get("netdev") else {}))
+            for nic in settings["cluster_rdma_nics"]]
+
+
+def autodetect_args(settings):
+    """The init container's arguments. User values win over detection:
+    passed on as --set=NAME=VALUE, in the order of their names."""
+    run_dir = settings["statefulset_run_dir"]
+    args = ["--mode", settings["cluster_network_mode"], "--output", run_dir + "/nccl.env",
+            "--json", run_dir + "/nccl.json"]
+    overrides = settings["cluster_nccl_env_overrides"] or {}
+    for name in sorted(overrides):
+        args.append("--set=%s=%s" % (name, overrides[name]))
+    return args
+
+
+def _mount(name, path, read_only=False):
+    return dict({"name": name, "mountPath": path}, **({"readOnly": True} if read_only else {}))
+
+
+def _env(name, value):
+    return {"name": name, "value": value}
+
+
+def _field_env(name, path):
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _code_mounts():
+    return [_mount("autodetect-code", CODE_DIR, True), _mount("autodetect-bin", BIN_DIR, True)]
+
+
+def autodetect_container(settings):
+    run_dir = settings["statefulset_run_dir"]
+    mounts = [_mount("mlinfra-run", run_dir)] + _code_mounts()
+    if _host_network(settings):
+        mounts.append(_mount("dev-infiniband", "/dev/infiniband"))
+    return {
+        "name": "autodetect",
+        "image": settings["cluster_image"],
+        "imagePullPolicy": settings["cluster_image_pull_policy"],
+        "command": ["python3", BIN_DIR + "/mlinfra-autodetect"],
+        "args": autodetect_args(settings),
+        "env": [_env("MLINFRA_PLUGINS_DIR", PLUGINS_DIR), _env("MLINFRA_RUN_DIR", run_dir)],
+        # It reads /proc and /sys (and lists /dev/infiniband) and writes
+        # nccl.env to the run directory: no privilege, no capability.
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+
+
+def trainer_container(settings):
+    namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
+    run_dir, port = settings["statefulset_run_dir"], int(settings["statefulset_rendezvous_port"])
+    resources = pod_resources(settings)
+    requests = dict(resources, cpu=str(settings["cluster_pod_cpu"]), memory=settings["cluster_pod_memory"])
+    if settings["cluster_security_mode"] == "privileged":
+        security = {"privileged": True}
+    else:
+        security = {"capabilities": {"add": ["IPC_LOCK"]}}
+    mounts = [_mount("workspace", "/workspace"), _mount("shm", "/dev/shm"), _mount("mlinfra-run", run_dir)] \
+        + _code_mounts() + [_mount("autodetect-train", TRAIN_DIR, True)]
+    if _host_network(settings):
+        mounts.append(_mount("dev-infiniband", "/dev/infiniband"))
+    return {
+        "name": "trainer",
+        "image": settings["cluster_image"],
+        "imagePullPolicy": settings["cluster_image_pull_policy"],
+        "workingDir": "/workspace",
+        # An idle development pod: training is started into it by exec, by
+        # the train role or by hand.
+        "command": ["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+        "env": [
+            _field_env("POD_NAME", "metadata.name"),
+            _field_env("NODE_NAME", "spec.nodeName"),
+            _env("MASTER_ADDR", "%s-0.%s-headless.%s.svc.cluster.local" % (app, app, namespace)),
+            _env("MASTER_PORT", str(port)),
+            _env("MLINFRA_TRANSPORT", settings["cluster_network_mode"]),
+            _env("MLINFRA_PLUGINS_DIR", PLUGINS_DIR),
+            # Where the autodetect init container left nccl.env and nccl.json
+            # (the autodetect role reads nccl.json back from every pod).
+            _env("MLINFRA_RUN_DIR", run_dir),
+            # Every bash started in the pod (oc exec/rsh, the launcher) reads
+            # the environment the autodetect init container wrote.
+            _env("BASH_ENV", run_dir + "/nccl.env"),
+            _env("HF_HOME", "/workspace/.cache/huggingface"),
+            _env("TORCH_HOME", "/workspace/.cache/torch"),
+        ],
+        "ports": [{"name": "rendezvous", "containerPort": port, "protocol": "TCP"}],
+        "resources": {"requests": requests, "limits": dict(resources)},
+        "securityContext": security,
+        "readinessProbe": {"exec": {"command": ["test", "-s", run_dir + "/nccl.env"]}, "periodSeconds": 10},
+        "volumeMounts": mounts,
+    }
+
+
+def pod_volumes(settings):
+    app = settings["cluster_app_name"]
+    volumes = [
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings["cluster_shm_size"]}},
+        {"name": "mlinfra-run", "emptyDir": {}},
+        {"name": "autodetect-code", "configMap": {"name": app + "-autodetect-code"}},
+        {"name": "autodetect-bin", "configMap": {"name": app + "-autodetect-bin", "defaultMode": EXECUTABLE_MODE}},
+        {"name": "autodetect-train", "configMap": {"name": app + "-autodetect-train"}},
+    ]
+    if _host_network(settings):
+        volumes.append({"name": "dev-infiniband", "hostPath": {"path": "/dev/infiniband"}})
+    if settings["cluster_storage_mode"] == "shared":
+        volumes.append({"name": "workspace", "persistentVolumeClaim": {"claimName": shared_claim_name(settings)}})
+    return volumes
+
+
+def node_affinity(settings):
+    expressions = [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(settings["cluster_gpu_nodes"])}]
+    if setting_bool(settings, "statefulset_require_verified_nodes"):
+        # Only nodes verify-rdma.yml -e verify_label_nodes=true passed.
+        expressions.append({"key": VERIFIED_LABEL, "operator": "In", "values": ["true"]})
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": expressions}]}}
+
+
+def pod_template(settings):
+    app = settings["cluster_app_name"]
+    metadata = {"labels": workload_labels(settings)}
+    if _rdma_pod(settings):
+        metadata["annotations"] = {"k8s.v1.cni.cncf.io/networks": json.dumps(pod_networks(settings))}
+    spec = {
+        "serviceAccountName": app,
+        # Training is started by exec from outside; nothing in the pod calls
+        # the API, so no token is mounted for a process there to use.
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 30,
+    }
+    if _host_network(settings):
+        spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    spec.update({
+        "affinity": {
+            "nodeAffinity": node_affinity(settings),
+            # One pod per node: each pod is a whole node of the job.
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname",
+                 "labelSelector": {"matchLabels": {"app.kubernetes.io/name": app}}}]},
+        },
+        "tolerations": copy.deepcopy(list(settings["cluster_node_tolerations"])),
+        "initContainers": [autodetect_container(settings)],
+        "containers": [trainer_container(settings)],
+        "volumes": pod_volumes(settings),
+    })
+    return {"metadata": metadata, "spec": spec}
+
+
+def statefulset(settings):
+    app = settings["cluster_app_name"]
+    spec = {
+        "replicas": int(settings["replicas"]),
+        "serviceName": app + "-headless",
+        # All pods start together: a training job needs every rank anyway.
+        "podManagementPolicy": "Parallel",
+        # Scaling down (even to 0) or deleting the StatefulSet keeps each
+        # pod's workspace; teardown.yml deletes the claims only when asked by
+        # name.
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+        "selector": {"matchLabels": {"app.kubernetes.io/name": app}},
+        "template": pod_template(settings),
+    }
+    if settings["cluster_storage_mode"] != "shared":
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": "workspace", "labels": _own_labels(settings)},
+                                         "spec": _claim_spec(settings, "ReadWriteOnce")}]
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": app, "namespace": settings["cluster_namespace"],
+                         "labels": workload_labels(settings)},
+            "spec": spec}

@@ -1,0 +1,204 @@
+"""The statefulset role's objects (plugins/module_utils/workload_manifests.py),
+built from the settings of the real inventories: what each setting changes,
+and that no value, however hostile, adds a field (it once did, when the
+objects were YAML text from a template)."""
+
+import json
+
+import pytest
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+
+from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip
+
+
+def build(inventory="local", **changes):
+    return workload_manifests(inventory_settings(inventory, **changes))
+
+
+def kinds(manifests):
+    return [obj["kind"] for obj in manifests["base"]]
+
+
+def pod_spec(manifests):
+    return manifests["statefulset"]["spec"]["template"]["spec"]
+
+
+def container(manifests, name):
+    spec = pod_spec(manifests)
+    return [found for found in spec["initContainers"] + spec["containers"] if found["name"] == name][0]
+
+
+def mounts(manifests, name):
+    return dict((mount["name"], mount["mountPath"]) for mount in container(manifests, name)["volumeMounts"])
+
+
+def all_objects(manifests):
+    return manifests["base"] + manifests["claims"] + [manifests["statefulset"]]
+
+
+def test_the_local_inventory_gets_a_statefulset_with_four_sr_iov_nics_and_a_claim_per_pod():
+    manifests = build()
+    assert kinds(manifests) == ["Namespace", "ServiceAccount", "Service"]
+    assert manifests["claims"] == []
+    statefulset = manifests["statefulset"]
+    assert statefulset["metadata"] == {"name": "h-kim", "namespace": "mlinfra-local", "labels": {
+        "app.kubernetes.io/name": "h-kim", "app.kubernetes.io/part-of": "local",
+        "app.kubernetes.io/managed-by": "mlinfra.multinode"}}
+    assert statefulset["spec"]["replicas"] == 2
+    networks = json.loads(statefulset["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+    assert networks == [{"name": "eno%dnp0-network" % n, "interface": "net%d" % (n - 4)} for n in (5, 6, 7, 8)]
+    trainer = container(manifests, "trainer")
+    assert trainer["resources"]["limits"] == dict([("nvidia.com/gpu", 4)] + [
+        ("openshift.io/eno%dnp0rdma" % n, 1) for n in (5, 6, 7, 8)])
+    assert trainer["resources"]["requests"] == dict(trainer["resources"]["limits"], cpu="32", memory="256Gi")
+    assert trainer["securityContext"] == {"privileged": True}
+    claim = statefulset["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
+    assert "hostNetwork" not in pod_spec(manifests)
+
+
+def test_host_networking_takes_the_nodes_network_and_infiniband_devices_and_no_nics():
+    manifests = build("oke")
+    spec = pod_spec(manifests)
+    assert (spec["hostNetwork"], spec["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert "annotations" not in manifests["statefulset"]["spec"]["template"]["metadata"]
+    for name in ("autodetect", "trainer"):
+        assert mounts(manifests, name)["dev-infiniband"] == "/dev/infiniband"
+    assert {"name": "dev-infiniband", "hostPath": {"path": "/dev/infiniband"}} in spec["volumes"]
+    assert container(manifests, "trainer")["resources"]["limits"] == {"nvidia.com/gpu": 8}
+
+
+@pytest.mark.parametrize("given, host", [(True, True), ("true", True), ("yes", True), (False, False),
+                                         ("false", False), ("off", False), ("0", False)])
+def test_booleans_are_read_as_ansible_reads_them(given, host):
+    spec = pod_spec(build(cluster_host_network=given))
+    assert spec.get("hostNetwork", False) is host
+    assert ("dev-infiniband" in [volume["name"] for volume in spec["volumes"]]) is host
+
+
+def test_a_word_that_is_no_boolean_is_refused_with_its_name():
+    with pytest.raises(Refused, match="statefulset_require_verified_nodes is not a boolean"):
+        build(statefulset_require_verified_nodes="maybe")
+
+
+def test_verified_nodes_and_a_shared_rdma_device():
+    manifests = build(statefulset_require_verified_nodes="true", cluster_rdma_shared_resource="rdma/shared_a")
+    terms = pod_spec(manifests)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][1] == {
+        "key": "mlinfra.io/rdma-verified", "operator": "In", "values": ["true"]}
+    assert container(manifests, "trainer")["resources"]["limits"]["rdma/shared_a"] == 1
+    # tcp mode attaches no RDMA device, shared or not.
+    tcp = build(cluster_network_mode="tcp", cluster_rdma_nics=[], cluster_rdma_shared_resource="rdma/shared_a")
+    assert container(tcp, "trainer")["resources"]["limits"] == {"nvidia.com/gpu": 4}
+
+
+def test_shared_storage_is_one_claim_that_every_pod_mounts():
+    manifests = build(cluster_storage_mode="shared", cluster_storage_class="fast-rwx", cluster_shared_claim_name="")
+    claim, = manifests["claims"]
+    assert claim["metadata"]["name"] == "h-kim-workspace"
+    assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "fast-rwx",
+                             "resources": {"requests": {"storage": "100Gi"}}}
+    assert "volumeClaimTemplates" not in manifests["statefulset"]["spec"]
+    assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "h-kim-workspace"}} in \
+        pod_spec(manifests)["volumes"]
+    named = build(cluster_storage_mode="shared", cluster_shared_claim_name="team-ws")
+    assert named["claims"][0]["metadata"]["name"] == "team-ws"
+    assert "storageClassName" not in named["claims"][0]["spec"]
+
+
+@pytest.mark.parametrize("platform, mode, expected_kinds, scc", [
+    ("kubernetes", "privileged", ["Namespace", "ServiceAccount", "Service"], None),
+    ("kubernetes", "ipc_lock", ["Namespace", "ServiceAccount", "Service"], None),
+    ("openshift", "privileged", ["Namespace", "ServiceAccount", "ClusterRole", "RoleBinding", "Service"], "privileged"),
+    ("openshift", "ipc_lock", ["Namespace", "ServiceAccount", "SecurityContextConstraints", "ClusterRole",
+                               "RoleBinding", "Service"], "mlinfra-local-h-kim-ipc-lock"),
+])
+def test_the_pods_scc_on_openshift_only(platform, mode, expected_kinds, scc):
+    manifests = build(cluster_platform=platform, cluster_security_mode=mode)
+    assert kinds(manifests) == expected_kinds
+    roles = [obj for obj in manifests["base"] if obj["kind"] == "ClusterRole"]
+    assert [role["rules"][0]["resourceNames"] for role in roles] == ([[scc]] if scc else [])
+    expected = {"privileged": True} if mode == "privileged" else {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert container(manifests, "trainer")["securityContext"] == expected
+
+
+@pytest.mark.parametrize("host", [False, True])
+def test_the_ipc_lock_scc_allows_the_host_only_with_host_networking(host):
+    manifests = build(cluster_platform="openshift", cluster_security_mode="ipc_lock", cluster_host_network=host,
+                      cluster_rdma_nics=[])
+    scc = [obj for obj in manifests["base"] if obj["kind"] == "SecurityContextConstraints"][0]
+    assert (scc["allowHostNetwork"], scc["allowHostPorts"], scc["allowHostDirVolumePlugin"]) == (host, host, host)
+    assert ("hostPath" in scc["volumes"]) is host
+    assert scc["allowedCapabilities"] == ["IPC_LOCK"] and scc["allowPrivilegedContainer"] is False
+
+
+def test_user_nccl_values_reach_the_init_container_sorted_by_name():
+    args = container(build("oke"), "autodetect")["args"]
+    assert args[:6] == ["--mode", "rdma", "--output", "/run/mlinfra/nccl.env", "--json", "/run/mlinfra/nccl.json"]
+    sets = args[6:]
+    assert sets == sorted(sets) and len(sets) == 6
+    assert "--set=NCCL_IB_TC=41" in sets
+
+
+def test_the_rendezvous_port_is_a_number_where_kubernetes_wants_one_and_text_in_the_environment():
+    manifests = build(statefulset_rendezvous_port="29600")
+    service = manifests["base"][-1]
+    assert service["spec"]["ports"] == [{"name": "rendezvous", "port": 29600, "targetPort": 29600, "protocol": "TCP"}]
+    trainer = container(manifests, "trainer")
+    assert trainer["ports"][0]["containerPort"] == 29600
+    assert {"name": "MASTER_PORT", "value": "29600"} in trainer["env"]
+    assert {"name": "MASTER_ADDR", "value": "h-kim-0.h-kim-headless.mlinfra-local.svc.cluster.local"} in trainer["env"]
+
+
+def test_no_object_is_shared_between_two_places():
+    # A dict in two places would be written with YAML anchors and aliases.
+    manifests = build("oke", cluster_platform="openshift", cluster_security_mode="ipc_lock")
+    seen = {}
+
+    def walk(value, path):
+        if isinstance(value, (dict, list)):
+            assert id(value) not in seen, "%s is also %s" % (path, seen.get(id(value)))
+            seen[id(value)] = path
+            for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+                walk(item, path + (key,))
+
+    walk(all_objects(manifests), ())
+    assert len(seen) > 50
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+@pytest.mark.parametrize("setting, mode", [("cluster_storage_class", "shared"), ("cluster_storage_class", "per-pod"),
+                                           ("cluster_shared_claim_name", "shared")])
+def test_a_hostile_storage_class_or_claim_name_is_one_value_and_adds_no_field(hostile, setting, mode):
+    plain = build(cluster_storage_mode=mode, **{setting: "fast"})
+    hostile_build = build(cluster_storage_mode=mode, **{setting: hostile})
+    for before, after in zip(all_objects(plain), all_objects(hostile_build)):
+        assert key_paths(after) == key_paths(before)
+        assert paths_holding(after, hostile) == paths_holding(before, "fast")
+    where = paths_holding(all_objects(hostile_build), hostile)
+    if setting == "cluster_storage_class":
+        assert [path[-1] for path in where] == ["storageClassName"]
+    else:
+        assert [path[-2:] for path in where] == [("metadata", "name"), ("persistentVolumeClaim", "claimName")]
+    assert round_trip(all_objects(hostile_build)) == all_objects(hostile_build)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_names_and_values_elsewhere_add_no_field(hostile):
+    changes = dict(cluster_name=hostile, cluster_image=hostile, cluster_pod_memory=hostile, cluster_shm_size=hostile,
+                   cluster_storage_size=hostile, cluster_gpu_nodes=["node-a", hostile],
+                   cluster_nccl_env_overrides={"NCCL_IB_HCA": hostile},
+                   cluster_rdma_nics=[{"name": "rdma-a", "resource": "openshift.io/rdmaa", "netdev": hostile}])
+    plain = dict((name, "plain") for name in changes if isinstance(changes[name], str))
+    plain.update(cluster_gpu_nodes=["node-a", "plain"], cluster_nccl_env_overrides={"NCCL_IB_HCA": "plain"},
+                 cluster_rdma_nics=[{"name": "rdma-a", "resource": "openshift.io/rdmaa", "netdev": "plain"}])
+    before, after = all_objects(build(**plain)), all_objects(build(**changes))
+    assert [key_paths(obj) for obj in after] == [key_paths(obj) for obj in before]
+    assert paths_holding(after, hostile) == paths_holding(before, "plain")
+    assert round_trip(after) == after
+    # The NIC's name inside the pod is data of the JSON annotation, whole.
+    annotation = after[-1]["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+    assert json.loads(annotation) == [{"name": "rdma-a", "interface": hostile}]
+    assert "--set=NCCL_IB_HCA=" + hostile in container({"statefulset": after[-1]}, "autodetect")["args"]
