@@ -293,7 +293,7 @@ def compute_nccl_env(facts, mode="auto", overrides=None, environ=None, nccl_vers
             decision.reason = "already set where the job runs; kept (detected: %s)" % decision.reason
     for name, value in overrides.items():
         match = [d for d in decisions if d.name == name]
-        reason = "set by the user"
+        reason = "left out by the user" if value is None else "set by the user"
         if match:
             decision = match[0]
             reason += " (detected: %s)" % decision.reason

@@ -133,6 +133,8 @@ def main_autodetect(argv=None):
                         help="decide every variable even if it is already set in the environment")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a user value, which always wins (repeatable)")
+    parser.add_argument("--unset", action="append", default=[], metavar="NAME",
+                        help="a variable left out, whatever detection decides (repeatable)")
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:
@@ -142,6 +144,10 @@ def main_autodetect(argv=None):
         if override_error(name, value):
             parser.error("--set %s" % override_error(name, value))
         overrides[name] = value
+    for name in args.unset:
+        if override_error(name, None):
+            parser.error("--unset %s" % override_error(name, None))
+        overrides[name] = None
     environ = {} if args.ignore_environment else dict(
         (name, os.environ[name]) for name in VARIABLES if name in os.environ)
     result = detect_report(root=args.root, mode=args.mode, overrides=overrides, environ=environ,

@@ -195,13 +195,15 @@ def pod_networks(settings):
 
 def autodetect_args(settings):
     """The init container's arguments. User values win over detection:
-    passed on as --set=NAME=VALUE, in the order of their names."""
+    passed on as --set=NAME=VALUE, in the order of their names; a null value
+    leaves the variable out (--unset=NAME)."""
     run_dir = settings["statefulset_run_dir"]
     args = ["--mode", settings["cluster_network_mode"], "--output", run_dir + "/nccl.env",
             "--json", run_dir + "/nccl.json"]
     overrides = settings["cluster_nccl_env_overrides"] or {}
     for name in sorted(overrides):
-        args.append("--set=%s=%s" % (name, overrides[name]))
+        value = overrides[name]
+        args.append("--unset=%s" % name if value is None else "--set=%s=%s" % (name, value))
     return args
 
 

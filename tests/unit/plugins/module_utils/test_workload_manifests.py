@@ -142,6 +142,12 @@ def test_user_nccl_values_reach_the_init_container_sorted_by_name():
     assert "--set=NCCL_IB_TC=41" in sets
 
 
+def test_a_null_nccl_value_leaves_the_variable_out_rather_than_setting_the_text_none():
+    args = container(build("oke", cluster_nccl_env_overrides={"NCCL_IB_GID_INDEX": None, "NCCL_DEBUG": "WARN"}),
+                     "autodetect")["args"]
+    assert args[6:] == ["--set=NCCL_DEBUG=WARN", "--unset=NCCL_IB_GID_INDEX"]
+
+
 def test_the_rendezvous_port_is_a_number_where_kubernetes_wants_one_and_text_in_the_environment():
     manifests = build(statefulset_rendezvous_port="29600")
     service = manifests["base"][-1]
