@@ -132,4 +132,3 @@ def follow(look, every, seconds, wanted, clock=time.monotonic, sleep=time.sleep)
         sleep(every)
         results, looks = look(), looks + 1
     return results, looks
-

@@ -118,5 +118,3 @@ def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_
     assert followed["pods"][0]["json"] == {"state": "done"}
     unparsed = run_module("pods_exec", dict(args, command=["true"], repeat_while={"state": "running"}))
     assert unparsed["failed"] and unparsed["msg"] == "repeat_while compares the pods' JSON answers: set parse_json: true"
-
-
