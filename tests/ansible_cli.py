@@ -59,8 +59,8 @@ def run_module(module, args, check=False):
 class PlaybookRun:
     """The outcome of one ansible-playbook run, from the json callback."""
 
-    def __init__(self, returncode, document, stderr):
-        self.returncode, self.document, self.stderr = returncode, document, stderr
+    def __init__(self, returncode, document, stderr, stdout=""):
+        self.returncode, self.document, self.stderr, self.stdout = returncode, document, stderr, stdout
         self.stats = document["stats"].get("localhost", {})
 
     @property
@@ -107,7 +107,7 @@ class PlaybookRun:
         return messages
 
 
-def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
+def _playbook_command(playbook, inventory, extra_vars=None, check=False, tags=None):
     cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(REPO, "playbooks", playbook),
            "-i", os.path.join(REPO, "inventories", inventory)]
     if inventory == "local" and LOCAL_PORTS:
@@ -118,10 +118,37 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, t
         cmd.append("--check")
     if tags:
         cmd += ["--tags", tags]
+    return cmd
+
+
+def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
+    cmd = _playbook_command(playbook, inventory, extra_vars, check, tags)
     with _timed(playbook):
         proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, check=False)
-    return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr)
+    return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr, proc.stdout)
+
+
+@contextlib.contextmanager
+def playbook_in_background(playbook, inventory, extra_vars=None, timeout=900):
+    """Starts ansible-playbook and yields a function that waits for it to end
+    and returns its PlaybookRun: for tests that act on the cluster while a
+    playbook runs. The process is killed if the test leaves early."""
+    cmd = _playbook_command(playbook, inventory, extra_vars)
+    with _timed(playbook):
+        proc = subprocess.Popen(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True)
+
+        def finish():
+            stdout, stderr = proc.communicate(timeout=timeout)
+            return PlaybookRun(proc.returncode, _json_document(stdout, stderr), stderr, stdout)
+
+        try:
+            yield finish
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 @contextlib.contextmanager

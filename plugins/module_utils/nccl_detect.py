@@ -43,13 +43,25 @@ VARIABLES = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GI
 OVERRIDE_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 
 
+def _kind_of(value):
+    # In words, not the class: Ansible hands over its own list and dict
+    # classes (_AnsibleLazyTemplateList, ...), which mean nothing to a user.
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict) or hasattr(value, "keys"):
+        return "a mapping"
+    if isinstance(value, (list, tuple)) or hasattr(value, "__iter__"):
+        return "a list"
+    return type(value).__name__
+
+
 def override_error(name, value):
     """Why a user value cannot go into nccl.env, or None when it can."""
     if not isinstance(name, str) or not (OVERRIDE_NAME.match(name) or name in VARIABLES):
         return "%r is not an NCCL variable name (NCCL_ and capitals, digits, '_'; or one of %s)" % (
             name, ", ".join(n for n in VARIABLES if not n.startswith("NCCL_")))
     if value is not None and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
-        return "the value of %s must be text or a number, got %s" % (name, type(value).__name__)
+        return "the value of %s must be text or a number, got %s" % (name, _kind_of(value))
     if value is not None and re.search(r"[\x00-\x1f\x7f]", str(value)):
         return "the value of %s holds a line break or another control character" % name
     return None

@@ -1,15 +1,17 @@
-"""Careless and hostile input through the playbooks on the local cluster: a
-sample of each family of tests/unit/plugins/module_utils/test_inventory_settings.py
-(which holds every case) is refused by the playbook's first task with one
-message naming the variable, the value and the fix, and the cluster is the
-same afterwards: no namespace, node label, taint or cordon, no object in the
-SR-IOV operator's namespace, no RBAC binding was made or changed."""
+"""Careless and hostile input through the playbooks on the local cluster: every
+bad value of tests/bad_settings.py (those of different variables together, so
+85 values take 8 runs) and the contradictions below are refused by the
+playbook's first task with one message naming each variable, its value and
+the fix, and the cluster is the same afterwards: no namespace, node label,
+taint or cordon, no object in the SR-IOV operator's namespace, no RBAC
+binding was made or changed."""
 
 import os
 import uuid
 
 import pytest
-from ansible_cli import run_playbook
+from ansible_cli import REPO, run_playbook
+from bad_settings import BAD, GOOD
 from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
@@ -40,48 +42,34 @@ def cluster_state(api_client):
     }
 
 
-# (playbook, extra variables, words the one message must hold). Each message
-# also names the variable and the value given.
+# Settings that are each fine but not together, and single values through
+# the other playbooks: (playbook, extra variables, words the one message
+# must hold). Each message also names the variable and the value given.
 CASES = [
-    ("deploy.yml", {"cluster_nccl_env_overrides": {"NCCL_X;touch /tmp/owned;#": "1"}},
-     "is not an NCCL variable name"),
-    ("deploy.yml", {"cluster_nccl_env_overrides": {"NCCL_$(touch /tmp/owned)": "1"}},
-     "is not an NCCL variable name"),
-    ("deploy.yml", {"cluster_nccl_env_overrides": {"NCCL_DEBUG": "INFO\ntouch /tmp/owned"}}, "holds a line break"),
-    ("deploy.yml", {"cluster_nccl_env_overrides": "NCCL_DEBUG=INFO"}, "is not a mapping"),
-    ("deploy.yml", {"cluster_host_network": "maybe"}, "is not a boolean"),
-    ("deploy.yml", {"statefulset_require_verified_nodes": "nope"}, "is not a boolean"),
-    ("deploy.yml", {"cluster_rdma_mtu": "-5"}, "from 1280 to 9216"),
-    ("deploy.yml", {"cluster_pod_cpu": "lots"}, "is not a CPU quantity"),
-    ("deploy.yml", {"cluster_storage_size": "100"}, "is not a Kubernetes quantity with its unit"),
-    ("deploy.yml", {"cluster_storage_class": "fast\n        volumeName: local-pv-00"}, "holds a line break"),
     ("deploy.yml", {"cluster_namespace": "kube-system"}, "is a namespace of the platform itself"),
     ("deploy.yml", {"cluster_namespace": OPERATOR_NAMESPACE, "cluster_allow_system_namespace": "true"},
      "is the SR-IOV operator's namespace"),
     ("deploy.yml", {"cluster_network_mode": "tcp"}, "cluster_network_mode=tcp attaches none"),
-    ("deploy.yml", {"replicas": "-1"}, "is out of range"),
     ("train.yml", {"train_run_id": "x;reboot"}, "is not a run id"),
     ("teardown.yml", {"purge_workspaces": "everything"}, "is not a boolean"),
 ]
 
+# The two tasks every playbook runs first; nothing else may run.
+SETTINGS_TASKS = ["Convert and check the inventory's variables",
+                  "Refuse settings that cannot be used, before anything changes"]
 
-@pytest.mark.parametrize("playbook,extra,words", CASES,
-                         ids=["%s-%s" % (case[0].split(".")[0], "-".join(case[1])) + "-%d" % index
-                              for index, case in enumerate(CASES)])
-def test_bad_input_is_refused_first_with_one_message_and_nothing_changes(api_client, playbook, extra, words):
-    settings = dict({"cluster_namespace": "hostile-%s" % uuid.uuid4().hex[:6]}, **extra)
+
+def assert_refused_first_and_nothing_changed(api_client, playbook, settings):
+    """Runs the playbook and returns its one failure message, after checking
+    that only the settings check ran and the cluster is as it was."""
     before = cluster_state(api_client)
     run = run_playbook(playbook, "local", settings)
     assert run.failed
     (message,) = run.failure_messages()
-    assert message.startswith("1 setting(s) refused: ") and words in message, message
-    name = [key for key in extra if key != "cluster_allow_system_namespace"][0]
-    assert name in message and "fix: " in message, message
     # The settings check is all that ran: nothing before it could change
     # anything, and no argument spec was printed.
     ran = [task["task"]["name"].split(" : ")[-1] for play in run.document["plays"] for task in play["tasks"]]
-    assert ran == ["Convert and check the inventory's variables",
-                   "Refuse settings that cannot be used, before anything changes"], ran
+    assert ran == SETTINGS_TASKS, ran
     assert "argument_spec_data" not in str(run.document)
     after = cluster_state(api_client)
     # An earlier test's namespace may still be going away: nothing may be
@@ -89,8 +77,61 @@ def test_bad_input_is_refused_first_with_one_message_and_nothing_changes(api_cli
     assert set(after.pop("namespaces")) <= set(before.pop("namespaces"))
     assert set(after.pop("role_bindings")) <= set(before.pop("role_bindings"))
     assert after == before
-    if "touch /tmp/owned" in str(extra):
-        assert not os.path.exists("/tmp/owned")
+    # What hostile names and values would have run (touch /tmp/owned, touch F).
+    assert not os.path.exists("/tmp/owned") and not os.path.exists(os.path.join(REPO, "F"))
+    return message
+
+
+def batches_of_distinct_variables(cases):
+    """The cases grouped so that no group names a variable twice."""
+    batches = []
+    for case in cases:
+        batch = next((batch for batch in batches if case[0] not in [taken[0] for taken in batch]), None)
+        if batch is None:
+            batch = []
+            batches.append(batch)
+        batch.append(case)
+    return batches
+
+
+BAD_BATCHES = batches_of_distinct_variables(BAD)
+# Each batch through another playbook: each of them checks first. Not
+# verify-rdma.yml for the first three, which hold a bad cluster_image: its
+# verify_probe_image defaults to cluster_image and is refused too.
+PLAYBOOKS = ["deploy.yml", "train.yml", "teardown.yml", "verify-rdma.yml", "scale.yml", "status.yml", "soak.yml",
+             "site.yml"]
+
+
+@pytest.mark.parametrize("index", range(len(BAD_BATCHES)),
+                         ids=["%s-%d-values" % (PLAYBOOKS[index % len(PLAYBOOKS)].split(".")[0], len(batch))
+                              for index, batch in enumerate(BAD_BATCHES)])
+def test_every_bad_value_is_refused_first_naming_each_and_nothing_changes(api_client, index):
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import check_settings
+    batch = BAD_BATCHES[index]
+    given = dict((name, value) for name, value, _problem, _fix in batch)
+    settings = dict({"cluster_namespace": "hostile-%s" % uuid.uuid4().hex[:6]}, **given)
+    message = assert_refused_first_and_nothing_changed(api_client, PLAYBOOKS[index % len(PLAYBOOKS)], settings)
+    assert message.startswith("%d setting(s) refused: " % len(batch)), message
+    for name, value, problem, fix in batch:
+        # What the settings check says of this value alone (its unit test
+        # holds the variable, the value and the fix in it), word for word.
+        [alone] = check_settings(dict(GOOD, **{name: value}))["errors"]
+        assert alone["message"] in message and problem in alone["message"] and fix in alone["fix"], name
+
+
+def test_the_playbooks_refuse_at_least_sixty_bad_values():
+    assert len(BAD) >= 60 and sum(len(batch) for batch in BAD_BATCHES) == len(BAD)
+
+
+@pytest.mark.parametrize("playbook,extra,words", CASES,
+                         ids=["%s-%s" % (case[0].split(".")[0], "-".join(case[1])) + "-%d" % index
+                              for index, case in enumerate(CASES)])
+def test_settings_that_do_not_go_together_are_refused_first(api_client, playbook, extra, words):
+    settings = dict({"cluster_namespace": "hostile-%s" % uuid.uuid4().hex[:6]}, **extra)
+    message = assert_refused_first_and_nothing_changed(api_client, playbook, settings)
+    assert message.startswith("1 setting(s) refused: ") and words in message, message
+    name = [key for key in extra if key != "cluster_allow_system_namespace"][0]
+    assert name in message and "fix: " in message, message
 
 
 def rendered(tmp_path, name, extra):

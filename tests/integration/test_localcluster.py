@@ -64,13 +64,21 @@ def exec_in(api_client, pod, namespace, command, container=None):
     on the websocket's error channel when the command ends.
     """
     kwargs = {"container": container} if container else {}
-    ws = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, pod, namespace,
-                command=command, stdout=True, stderr=True, stdin=False, tty=False,
-                _preload_content=False, **kwargs)
-    ws.run_forever(timeout=30)
-    out, err, status = ws.read_stdout(), ws.read_stderr(), ws.read_channel(3)
-    ws.close()
-    return out, err, yaml.safe_load(status) if status else None
+    # kwok's server finds a pod's exec through its own watch of Exec objects,
+    # which can lag a moment behind the pod's readiness on a busy machine
+    # (localcluster.py, PodSync.configure): that answer is asked again.
+    deadline = time.monotonic() + 10
+    while True:
+        ws = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, pod, namespace,
+                    command=command, stdout=True, stderr=True, stdin=False, tty=False,
+                    _preload_content=False, **kwargs)
+        ws.run_forever(timeout=30)
+        out, err, status = ws.read_stdout(), ws.read_stderr(), ws.read_channel(3)
+        ws.close()
+        status = yaml.safe_load(status) if status else None
+        if not (status and "no exec found for container" in status.get("message", "")) or time.monotonic() > deadline:
+            return out, err, status
+        time.sleep(0.2)
 
 
 def statefulset(name: str, replicas: int, node_terms: list[dict]) -> dict:

@@ -1,5 +1,5 @@
-"""`ansible-doc` gives complete documentation for every module, filter and
-role entry point of the collection: what an operator reads before using one.
+"""`ansible-doc` gives complete documentation for every module, filter,
+callback and role entry point of the collection: what an operator reads before using one.
 
 The plugins and roles are found on the file system, not listed here, so a new
 one without documentation fails. The documentation is read through the real
@@ -29,6 +29,9 @@ MODULES = sorted(os.path.splitext(os.path.basename(path))[0]
 FILTER_FILES = sorted(os.path.splitext(os.path.basename(path))[0]
                       for path in glob.glob(os.path.join(REPO, "plugins", "filter", "*.py"))
                       if not os.path.basename(path).startswith("_"))
+CALLBACKS = sorted(os.path.splitext(os.path.basename(path))[0]
+                   for path in glob.glob(os.path.join(REPO, "plugins", "callback", "*.py"))
+                   if not os.path.basename(path).startswith("_"))
 # Every role, with or without meta/argument_specs.yml: one without has no
 # documented entry point and fails.
 ROLES = sorted(os.path.basename(os.path.dirname(path)) for path in glob.glob(os.path.join(REPO, "roles", "*", "tasks")))
@@ -289,6 +292,18 @@ def test_plugins_and_roles_are_found():
     assert "nccl_env" in MODULES
     assert "text_table" in FILTER_FILES
     assert "train" in ROLES
+    assert "api_faults" in CALLBACKS
+
+
+@pytest.mark.parametrize("callback", CALLBACKS)
+def test_callback_doc_says_what_it_does_and_how_to_enable_it(callback):
+    docs, stderr = run_ansible_doc("callback", [callback])
+    entry = docs.get("%s.%s" % (COLLECTION, callback), {}).get("doc", {})
+    assert entry.get("short_description") and entry.get("description"), stderr
+    # A callback of a collection runs only where ansible.cfg enables it.
+    assert "callbacks_enabled" in " ".join(entry["description"])
+    with open(os.path.join(REPO, "ansible.cfg")) as handle:
+        assert "%s.%s" % (COLLECTION, callback) in handle.read()
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -1048,7 +1048,7 @@ class PodSync:
         path = [str(FILES_BIN), str(WORKLOAD_BIN), self.base_path]
         if snapshot:
             path.insert(0, str(snapshot / "usr" / "bin"))
-        execs, logs, commands = [], [], []
+        execs, logs, inits, commands = [], [], [], []
         init_names = {c["name"] for c in spec.get("initContainers") or []}
         for container in (spec.get("initContainers") or []) + spec["containers"]:
             logfile = pdir / f"{container['name']}.log"
@@ -1069,13 +1069,7 @@ class PodSync:
             env = [{"name": var["name"], "value": view.map(var["value"])} for var in container_env(pod, container)]
             env += ours
             if container["name"] in init_names:
-                code = self.run_init_container(container, view, volumes, configmap_volumes, env, logfile)
-                if code:
-                    self.warn(pod, "BackOff", f"init container {container['name']} exited with {code}; "
-                                              f"kubectl logs {name} -c {container['name']} -n {ns}")
-                    self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
-                                         {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: "BackOff"}}})
-                    return
+                inits.append((container, view, env, logfile))
             elif runs_collection_command(pod, container):
                 commands.append((container, view, env, logfile))
             elif not logfile.exists():
@@ -1087,6 +1081,13 @@ class PodSync:
                           "local": {"workDir": str(workdir), "envs": env}})
             logs.append({"containers": [container["name"]], "logsFile": str(logfile), "follow": True})
 
+        # The Exec and Logs objects come first, the init containers after:
+        # kwok's server finds an exec through its own watch of Exec objects,
+        # which can lag behind its pods' under load ("no exec found for
+        # container"); the more happens between the Exec and the mark that
+        # makes the pod Ready, the less a client that execs as soon as the
+        # pod is Ready can see of that lag. The init container's log can be
+        # read (kubectl logs -c) when it fails, as on a kubelet.
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
         labels = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
         for kind, plural, spec_body in (("Exec", "execs", {"execs": execs}), ("Logs", "logs", {"logs": logs})):
@@ -1095,6 +1096,14 @@ class PodSync:
                 "metadata": {"name": name, "namespace": ns, "ownerReferences": owner, "labels": labels},
                 "spec": spec_body,
             })
+        for container, view, env, logfile in inits:
+            code = self.run_init_container(container, view, volumes, configmap_volumes, env, logfile)
+            if code:
+                self.warn(pod, "BackOff", f"init container {container['name']} exited with {code}; "
+                                          f"kubectl logs {name} -c {container['name']} -n {ns}")
+                self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                     {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: "BackOff"}}})
+                return
         # The uid makes the patch fail (409) if the pod was replaced meanwhile.
         marks = {EXEC_MARK: node_name}
         if commands:

@@ -111,7 +111,7 @@ def test_env_file_is_valid_shell(tmp_path, snapshot):
     ("NCCL_X\ntouch F", "1", "is not an NCCL variable name"),
     ("BASH_ENV", "/tmp/x", "is not an NCCL variable name"),
     ("NCCL_DEBUG", "INFO\ntouch F", "holds a line break"),
-    ("NCCL_DEBUG", {"a": 1}, "must be text or a number"),
+    ("NCCL_DEBUG", {"a": 1}, "must be text or a number, got a mapping"),
 ])
 def test_an_override_a_shell_could_run_is_refused(snapshot, name, value, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(")):
