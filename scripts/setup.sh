@@ -3,6 +3,8 @@
 # keeps a stamp of its inputs and is skipped when they have not changed, so a
 # second run takes seconds. Needs only PyPI from the network.
 #
+#   .work/uv/                  uv (UV_VERSION in scripts/lib.sh), which installs the environments below,
+#                              and the pip that downloads the ansible wheels
 #   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools)
 #   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
 #   .work/venv-workload/       Python 3.12 + requirements/lock-workload.txt (torch, as in the training
@@ -35,11 +37,25 @@ mkdir -p "$WORK/cache"
 
 sha_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
-# Creates (or refreshes) a virtual environment from a lock file.
+# Installs uv into an environment of its own (pip, from the interpreter's
+# ensurepip, fetches it once; the environments uv makes have no pip, so this
+# pip also downloads the ansible wheels below).
+ensure_uv() {
+  if [[ -x "$UV" && "$("$UV" --version 2>/dev/null)" == "uv $UV_VERSION "* ]]; then
+    return 0
+  fi
+  log "uv: installing uv $UV_VERSION into $UV_ENV"
+  rm -rf "$UV_ENV"
+  "$PYTHON" -m venv "$UV_ENV"
+  "$UV_ENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+}
+
+# Creates (or refreshes) a virtual environment from a lock file: exactly the
+# pinned packages, nothing else (uv pip sync removes what the lock left out).
 ensure_venv() {  # <dir> <lock file> <label>
   local dir="$1" lockfile="$2" label="$3" stamp want
   stamp="$dir/.mlinfra-setup-stamp"
-  want="python=$PYTHON $("$PYTHON" -c 'import platform; print(platform.python_version())') pip=$PIP_VERSION lock=$(sha_of "$lockfile")"
+  want="python=$PYTHON $("$PYTHON" -c 'import platform; print(platform.python_version())') uv=$UV_VERSION lock=$(sha_of "$lockfile")"
   if [[ -x "$dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "$label: up to date ($dir)"
     return 0
@@ -47,13 +63,11 @@ ensure_venv() {  # <dir> <lock file> <label>
   if [[ ! -x "$dir/bin/python" ]] || ! "$dir/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
     log "$label: creating virtual environment $dir"
     rm -rf "$dir"
-    "$PYTHON" -m venv "$dir"
+    "$UV" venv --quiet --python "$PYTHON" "$dir"
   fi
-  log "$label: installing pip $PIP_VERSION"
-  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "pip==$PIP_VERSION"
   log "$label: installing ${lockfile#"$ROOT"/} ($(grep -vc '^#' "$lockfile") pinned packages; the first run downloads them from PyPI)"
-  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --require-virtualenv -r "$lockfile"
-  "$dir/bin/python" -m pip check --disable-pip-version-check >/dev/null || die "$label: pip check found broken requirements"
+  "$UV" pip sync --quiet --python "$dir/bin/python" "$lockfile"
+  "$UV" pip check --quiet --python "$dir/bin/python" >/dev/null || die "$label: uv pip check found broken requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
 }
@@ -70,8 +84,7 @@ ensure_target() {  # <dir> <requirements file> <label>
   fi
   rm -rf "$dir"
   log "$label: installing ${requirements#"$ROOT"/} without dependencies"
-  "$VENV_WORKLOAD/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" \
-    -r "$requirements"
+  "$UV" pip install --quiet --python "$VENV_WORKLOAD/bin/python" --no-deps --target "$dir" -r "$requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
 }
@@ -86,7 +99,7 @@ extract_collections() {  # <requirements file> <collection...>
   wheel="$WORK/cache/ansible-$version-py3-none-any.whl"
   if [[ ! -f "$wheel" ]]; then
     log "collections: downloading the ansible $version wheel (about 50 MB) into .work/cache/"
-    "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+    "$UV_ENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
       --only-binary=:all: --require-hashes -r "$requirements" -d "$WORK/cache"
   fi
   stamp="$COLLECTIONS_DIR/.mlinfra-setup-stamp-ansible-$version"
@@ -167,6 +180,7 @@ EOF
 PYTHON="$(find_python312)"
 log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_version())'))"
 
+ensure_uv
 ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
 ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
 ensure_venv "$VENV_WORKLOAD" "$ROOT/requirements/lock-workload.txt" ".work/venv-workload"

@@ -1,0 +1,38 @@
+"""Runs the longest test files first (a pytest plugin, pytest.ini's addopts).
+
+scripts/test.sh runs the suite on two pytest-xdist workers, a file per
+worker at a time (--dist loadfile), handing out files in the order they are
+collected. In alphabetical order the longest files came late, and one worker
+ran test_site.py alone for two minutes while the other had nothing left.
+Longest first, each worker takes the next file when it is done with one, and
+the short ones even out the end. The files not listed keep their order,
+after these.
+"""
+
+# Wall seconds of each file on one worker of `scripts/test.sh pytest`
+# (docs/PERFORMANCE.md, "Longest files first"), longest first.
+LONGEST_FIRST = (
+    "tests/integration/test_deploy.py",          # 348
+    "tests/integration/test_verify.py",          # 322
+    "tests/integration/test_train_jobs.py",      # 272
+    "tests/integration/test_sriov.py",           # 271
+    "tests/integration/test_image.py",           # 230
+    "tests/integration/test_train.py",           # 159
+    "tests/integration/test_bench.py",           # 131
+    "tests/integration/test_site.py",            # 130
+    "tests/integration/test_api_faults.py",      # 90
+    "tests/integration/test_render.py",          # 76
+    "tests/integration/test_deploy_read.py",     # 64
+    "tests/unit/test_awx_playbook.py",           # 63
+    "tests/integration/test_hostile_input.py",   # 45
+    "tests/unit/test_train_launch_gloo.py",      # 41
+    "tests/unit/test_torchtitan_config.py",      # 31
+    "tests/unit/test_pod_bench.py",              # 20
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = dict((path, index) for index, path in enumerate(LONGEST_FIRST))
+    # sort() keeps the order of equal keys: the tests of a file, and the
+    # files not listed.
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
