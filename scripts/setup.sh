@@ -55,7 +55,7 @@ ensure_uv() {
 ensure_venv() {  # <dir> <lock file> <label>
   local dir="$1" lockfile="$2" label="$3" stamp want
   stamp="$dir/.mlinfra-setup-stamp"
-  want="python=$PYTHON $("$PYTHON" -c 'import platform; print(platform.python_version())') uv=$UV_VERSION lock=$(sha_of "$lockfile")"
+  want="python=$PYTHON $("$PYTHON" -c 'import platform; print(platform.python_version())') uv=$UV_VERSION bytecode lock=$(sha_of "$lockfile")"
   if [[ -x "$dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "$label: up to date ($dir)"
     return 0
@@ -66,7 +66,10 @@ ensure_venv() {  # <dir> <lock file> <label>
     "$UV" venv --quiet --python "$PYTHON" "$dir"
   fi
   log "$label: installing ${lockfile#"$ROOT"/} ($(grep -vc '^#' "$lockfile") pinned packages; the first run downloads them from PyPI)"
-  "$UV" pip sync --quiet --python "$dir/bin/python" "$lockfile"
+  # --compile-bytecode: uv leaves the .pyc files to the first import, which
+  # never writes them under scripts/test.sh (PYTHONDONTWRITEBYTECODE=1):
+  # every ansible process and module would compile its imports again.
+  "$UV" pip sync --quiet --compile-bytecode --python "$dir/bin/python" "$lockfile"
   "$UV" pip check --quiet --python "$dir/bin/python" >/dev/null || die "$label: uv pip check found broken requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
@@ -84,7 +87,8 @@ ensure_target() {  # <dir> <requirements file> <label>
   fi
   rm -rf "$dir"
   log "$label: installing ${requirements#"$ROOT"/} without dependencies"
-  "$UV" pip install --quiet --python "$VENV_WORKLOAD/bin/python" --no-deps --target "$dir" -r "$requirements"
+  "$UV" pip install --quiet --compile-bytecode --python "$VENV_WORKLOAD/bin/python" --no-deps --target "$dir" \
+    -r "$requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
 }

@@ -2,7 +2,8 @@
 
 scripts/test.sh runs the suite on two pytest-xdist workers, a file per
 worker at a time (--dist loadfile), handing out files in the order they are
-collected. In alphabetical order the longest files came late, and one worker
+collected (--no-loadscope-reorder; by default pytest-xdist starts with the
+files of the most tests, which are quick unit tests here). In alphabetical order the longest files came late, and one worker
 ran test_site.py alone for two minutes while the other had nothing left.
 Longest first, each worker takes the next file when it is done with one, and
 the short ones even out the end. The files not listed keep their order,

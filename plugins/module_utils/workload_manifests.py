@@ -363,3 +363,46 @@ def statefulset(settings):
             "metadata": {"name": app, "namespace": settings["cluster_namespace"],
                          "labels": workload_labels(settings)},
             "spec": spec}
+
+
+# --- what a live StatefulSet cannot take -------------------------------------
+
+# Kubernetes refuses (422) an update of a StatefulSet's claim templates; these
+# settings shape them.
+_CLAIM_SETTINGS = (
+    ("cluster_storage_mode", lambda templates: "per-pod" if templates else "shared"),
+    ("cluster_storage_class", lambda templates: (templates[0]["spec"].get("storageClassName") or "") if templates else None),
+    ("cluster_storage_size", lambda templates: str(((templates[0]["spec"].get("resources") or {}).get("requests") or {})
+                                                   .get("storage", "")) if templates else None),
+)
+
+
+def _workspace_templates(statefulset):
+    return [template for template in (statefulset.get("spec") or {}).get("volumeClaimTemplates") or []
+            if (template.get("metadata") or {}).get("name") == "workspace"]
+
+
+def unchangeable_settings(live, wanted):
+    """The settings whose change a live StatefulSet cannot take, as
+    [{variable, live, wanted, message}]: the deployed one (``live``, as the
+    API returns it) against the one these settings build (``wanted``).
+    Empty when the update can be applied. The message names the variable,
+    both values and the fix."""
+    live_templates, wanted_templates = _workspace_templates(live), _workspace_templates(wanted)
+    meta = live.get("metadata") or {}
+    found = []
+    for variable, read in _CLAIM_SETTINGS:
+        deployed, asked = read(live_templates), read(wanted_templates)
+        if deployed is None or asked is None or deployed == asked:
+            continue
+        found.append({
+            "variable": variable, "live": deployed, "wanted": asked,
+            "message": "%s=%r, but the StatefulSet %s/%s was deployed with %s=%r, and Kubernetes does not change "
+                       "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, or run teardown.yml "
+                       "(it keeps the workspace claims) and then deploy.yml"
+                       % (variable, asked, meta.get("namespace"), meta.get("name"), variable, deployed,
+                          variable, deployed),
+        })
+        if variable == "cluster_storage_mode":
+            break  # the class and size of a template that is not there say nothing more
+    return found

@@ -118,3 +118,26 @@ def test_pods_exec_reports_each_pod_and_fails_only_when_asked(localcluster, api_
     assert followed["pods"][0]["json"] == {"state": "done"}
     unparsed = run_module("pods_exec", dict(args, command=["true"], repeat_while={"state": "running"}))
     assert unparsed["failed"] and unparsed["msg"] == "repeat_while compares the pods' JSON answers: set parse_json: true"
+
+
+def test_settings_the_deployed_statefulset_cannot_take_are_refused_before_any_change(api_client, deployed):
+    """Shared workspaces asked of a deployment with a claim per pod: refused
+    before the sriov role runs, naming the variable both ways, and nothing
+    was made (the shared claim among it) or changed."""
+    deploy_ns = deployed.namespace
+    assert not deployed.first.failed
+    apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
+    generation = apps.read_namespaced_stateful_set(APP, deploy_ns).metadata.generation
+    run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns, "cluster_storage_mode": "shared",
+                                               "cluster_storage_size": "1Ti"})
+    assert run.failed
+    (message,) = run.failure_messages()
+    assert message == (
+        "cluster_storage_mode='shared', but the StatefulSet %s/%s was deployed with cluster_storage_mode='per-pod', "
+        "and Kubernetes does not change the workspace claims of a live StatefulSet; fix: deploy with "
+        "cluster_storage_mode='per-pod', or run teardown.yml (it keeps the workspace claims) and then deploy.yml"
+        % (deploy_ns, APP))
+    assert run.changed == 0 and not run.results("mlinfra.multinode.sriov")
+    assert sorted(claim.metadata.name for claim in core.list_namespaced_persistent_volume_claim(deploy_ns).items) == \
+        ["workspace-%s-0" % APP, "workspace-%s-1" % APP]
+    assert apps.read_namespaced_stateful_set(APP, deploy_ns).metadata.generation == generation

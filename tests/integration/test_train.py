@@ -6,9 +6,10 @@ pod's exec runs mlinfra-train on this machine, so two "nodes" rendezvous on
 import json
 import os
 import re
+import time
 
 import pytest
-from ansible_cli import deployment, run_playbook
+from ansible_cli import deployment, playbook_in_background, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +24,8 @@ def deployed(api_client):
         yield settings
 
 
-def launched_processes(token_prefix):
-    """Processes of this machine whose environment holds a launch token of
-    a run (every process of a launch carries MLINFRA_TRAIN_TOKEN)."""
-    found = []
+def processes():
+    """(pid, environment entries, command line) of this machine's processes."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/environ" % pid, "rb") as handle:
@@ -35,9 +34,14 @@ def launched_processes(token_prefix):
                 cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if any(item.startswith(b"MLINFRA_TRAIN_TOKEN=") for item in environ) and token_prefix in cmdline:
-            found.append((pid, cmdline))
-    return found
+        yield pid, environ, cmdline
+
+
+def launched_processes(token_prefix):
+    """Processes of this machine whose environment holds a launch token of
+    a run (every process of a launch carries MLINFRA_TRAIN_TOKEN)."""
+    return [(pid, cmdline) for pid, environ, cmdline in processes()
+            if any(item.startswith(b"MLINFRA_TRAIN_TOKEN=") for item in environ) and token_prefix in cmdline]
 
 
 def assert_summary_line(said, run_id, logs_dir):
@@ -58,13 +62,44 @@ def assert_summary_line(said, run_id, logs_dir):
     assert logs == "%s/" % logs_dir
 
 
-def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path):
-    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-ok", train_logs_dir=str(tmp_path)))
+def looks_at_the_pods_started(run_id):
+    """Whether train.yml has begun to follow the run: its look at the pods
+    runs `mlinfra-train status` in each pod, here a process of this machine."""
+    return any(" status --run-dir " in cmdline and run_id in cmdline for _pid, _environ, cmdline in processes())
+
+
+def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path, localcluster):
+    """The demo, while the API server stops answering for a moment once the
+    run is followed (the run's own kubeconfig points at a closed port
+    meanwhile): the look that fails is tried again within its period, and
+    the run is followed to its end and summed up as if nothing had happened."""
+    kubeconfig, logs_dir = tmp_path / "kubeconfig", tmp_path / "logs"
+    working = localcluster.KUBECONFIG.read_text()
+    kubeconfig.write_text(working)
+    settings = dict(deployed, train_run_id="demo-ok", train_logs_dir=str(logs_dir),
+                    cluster_kubeconfig=str(kubeconfig), train_progress_interval=6, train_poll_interval=1)
+    with playbook_in_background("train.yml", "local", settings) as finish:
+        deadline = time.monotonic() + 120
+        while not looks_at_the_pods_started("demo-ok") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # The first look holds its connection; the API is gone for the next
+        # one, until a module has read the broken kubeconfig (its access
+        # time passes the write) and a second more.
+        kubeconfig.write_text(re.sub(r"server: https://127\.0\.0\.1:[0-9]+", "server: https://127.0.0.1:1", working))
+        written = kubeconfig.stat().st_mtime
+        while kubeconfig.stat().st_atime <= written and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+        kubeconfig.write_text(working)
+        run = finish()
+    assert time.monotonic() < deadline, "no look at the pods began while the API was gone"
     assert not run.failed, run.failure_messages()
+    # That look failed and was tried again within its period.
+    assert max(look.get("attempts", 1) for look in run.results("Look at the pods")) > 1
     (said,) = run.results("Report the run")
     assert run.last_words() == said["msg"]
-    assert_summary_line(said["msg"], "demo-ok", tmp_path / "demo-ok")
-    summary = json.loads((tmp_path / "demo-ok" / "summary.json").read_text())
+    assert_summary_line(said["msg"], "demo-ok", logs_dir / "demo-ok")
+    summary = json.loads((logs_dir / "demo-ok" / "summary.json").read_text())
     assert summary["throughput"]["throughput"] > 0 and summary["throughput"]["format"] == "torchtitan"
     states = [status["state"] for status in summary["status"]]
     assert states == ["succeeded", "succeeded"]
@@ -72,7 +107,7 @@ def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path):
         # The tiny model learns: bytes are far from uniform (ln 256 = 5.55).
         assert status["first_loss"] > status["latest_loss"] + 1.0 and status["metrics"]["step"] == 30
     for pod in (APP + "-0", APP + "-1"):
-        log = (tmp_path / "demo-ok" / (pod + ".log")).read_text()
+        log = (logs_dir / "demo-ok" / (pod + ".log")).read_text()
         assert "NCCL" in log and "step: 30" in log
     assert launched_processes("demo-ok") == []
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import (
+    unchangeable_settings, workload_manifests)
 
 from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip
 
@@ -208,3 +209,37 @@ def test_hostile_names_and_values_elsewhere_add_no_field(hostile):
     annotation = after[-1]["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
     assert json.loads(annotation) == [{"name": "rdma-a", "interface": hostile}]
     assert "--set=NCCL_IB_HCA=" + hostile in container({"statefulset": after[-1]}, "autodetect")["args"]
+
+
+def as_deployed(statefulset):
+    """The StatefulSet as the API server returns it: the defaults it fills
+    in, and a status."""
+    live = json.loads(json.dumps(statefulset))
+    for template in live["spec"].get("volumeClaimTemplates", []):
+        template["spec"]["volumeMode"] = "Filesystem"
+        template["status"] = {"phase": "Pending"}
+    live["spec"]["revisionHistoryLimit"] = 10
+    live["status"] = {"replicas": 2, "readyReplicas": 2}
+    return live
+
+
+def test_a_deployed_statefulset_takes_the_same_settings_and_any_change_outside_its_claims():
+    live = as_deployed(build()["statefulset"])
+    assert unchangeable_settings(live, build()["statefulset"]) == []
+    assert unchangeable_settings(live, build(replicas=4, cluster_pod_cpu="8")["statefulset"]) == []
+
+
+@pytest.mark.parametrize("deployed, now, variable, live_value, wanted_value", [
+    ({}, {"cluster_storage_mode": "shared"}, "cluster_storage_mode", "per-pod", "shared"),
+    ({"cluster_storage_mode": "shared"}, {}, "cluster_storage_mode", "shared", "per-pod"),
+    ({}, {"cluster_storage_size": "200Gi"}, "cluster_storage_size", "100Gi", "200Gi"),
+    ({}, {"cluster_storage_class": "fast"}, "cluster_storage_class", "", "fast"),
+])
+def test_a_change_of_the_workspace_claims_is_named_with_the_fix(deployed, now, variable, live_value, wanted_value):
+    live = as_deployed(build(**deployed)["statefulset"])
+    [conflict] = unchangeable_settings(live, build(**now)["statefulset"])
+    assert (conflict["variable"], conflict["live"], conflict["wanted"]) == (variable, live_value, wanted_value)
+    assert conflict["message"] == (
+        "%s=%r, but the StatefulSet mlinfra-local/h-kim was deployed with %s=%r, and Kubernetes does not change "
+        "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, or run teardown.yml (it keeps the "
+        "workspace claims) and then deploy.yml" % (variable, wanted_value, variable, live_value, variable, live_value))
