@@ -95,7 +95,7 @@ _OOB = re.compile(r"\bOOB (?P<oob>\S+)")
 # connection index in SHM lines and in old releases, "Ring 00 : ..." in 2.5
 # and before, and CollNet's own form.
 _CHANNEL = re.compile(r"^(?:Channel|Ring|CollNet) \d+(?:/\d+)? : \d+(?:\[[^\]]*\])?(?: -> \d+(?:\[[^\]]*\])?)?"
-                      r"(?: \[(?:send|receive)\])? via (?P<via>\S.*?)\s*$")
+                      r"(?: \[(?P<direction>send|receive)\])? via (?P<via>\S.*?)\s*$")
 # NET/<name>/<dev>[(<proxy rank>)][/GDRDMA][(PCI)][/Shared]; names may hold
 # spaces ("AWS Libfabric").
 _NET_VIA = re.compile(r"^(?P<family>NET|COLLNET)/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<flags>.*)$",
@@ -111,6 +111,30 @@ _RINGS_GDR = re.compile(r"^Connected all rings\b.*\bGDR (?P<gdr>[01])\b")
 _COMM = re.compile(r"\bcomm (?:0x)?[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?: nnodes (?P<nodes>\d+))?",
                    re.IGNORECASE)
 _ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*?)\.?\s*$")
+
+# WARN lines that mean a communicator or a connection failed, not a fallback
+# NCCL recovers from (a missing libibverbs, libcuda's path): connections that
+# could not be made, work requests the NIC completed with an error, verbs
+# calls that set up a connection, CUDA failing under NCCL. A connection that
+# a peer closed ("socketProgress: Connection closed by remote peer") is
+# also what ranks log when the first of them exits at the end of a good run;
+# it counts only with the error return below.
+_FATAL_WARNINGS = (
+    re.compile(r"Failed to execute operation Connect"),
+    re.compile(r"Error encountered progressing operation"),
+    re.compile(r"socket\w*: Connect to \S+ failed"),
+    re.compile(r"Got completion (?:from peer \S+ )?with error"),
+    re.compile(r"Call to ibv_(?:create_qp|create_cq|modify_qp|reg_mr|reg_dmabuf_mr|post_send|post_recv) failed"),
+    re.compile(r"Cuda failure"),
+    re.compile(r"\b[Aa]bort(?:ed|ing)?\b"),
+)
+# An error return passed up NCCL's calls ("transport/net_ib.cu:407 -> 2",
+# "init.cc:1089 -> 3"). After a WARN, one that reaches the communicator's
+# set-up, its proxy or a transport means the WARN was fatal; the plugin
+# loader's ("include/net.h:24 -> 2", "net.cc:79 -> 3" when no external
+# plugin is found) are not.
+_ERROR_RETURN = re.compile(r"^(?P<file>\S+\.(?:cc|cu|c|h)):\d+ -> (?P<code>[1-9]\d*)$")
+_FATAL_RETURN_FILES = re.compile(r"(?:^|/)(?:init|bootstrap|proxy|transport|group|enqueue)\.(?:cc|cu)$|(?:^|/)transport/")
 
 # Lines that say why NCCL fell back to sockets; quoted to the operator.
 _CLUES = (
@@ -141,6 +165,15 @@ GPUDIRECT_FIX = (
     "NCCL_DMABUF_ENABLE=1 (the default in recent NCCL) with a kernel >= 5.12 and NVIDIA's open GPU kernel "
     "modules (driver.useOpenKernelModules=true). Check also that NCCL_NET_GDR_LEVEL is not set lower than the "
     "GPU-NIC distance, and that PCIe ACS does not redirect peer-to-peer traffic (mlinfra-node-check).")
+
+
+ERROR_FIX = (
+    "A connection or the communicator failed; the quoted line names the call. Read the first error of every rank: "
+    "the first to fail is the cause, the others lost their peer. Usual causes: a rank that exited or was killed "
+    "first (its own log says why); a firewall, or NCCL_SOCKET_IFNAME naming an interface the hosts cannot reach "
+    "each other on (socket connect and closed-connection errors); an RDMA path that drops work requests (completion "
+    "errors 4 or 12: NCCL_IB_GID_INDEX, MTU, RoCE's lossless settings, a link going down: mlinfra-node-check); "
+    "too little locked memory for the queue pairs (ibv_create_qp, ibv_reg_mr: the IPC_LOCK capability, ulimit -l).")
 
 
 class NcclLogError(Exception):
@@ -264,6 +297,13 @@ class _LogReader:
         self.plugin = None
         self.clues = _Quotes(MAX_CLUES)
         self.warnings = _Quotes(MAX_WARNINGS)
+        # Per (host, direction): network connection lines with and without
+        # GDRDMA, and the first without.
+        self.links = {}
+        self.errors = _Quotes(MAX_QUOTED)
+        # Per process, the WARNs since its last INFO line other than an
+        # error return: those an error return that follows comes from.
+        self.recent_warnings = {}
 
     def feed(self, raw):
         """Reads one physical line of the log."""
@@ -279,21 +319,32 @@ class _LogReader:
                 self.processes.add((host, pid))
             if level == "WARN":
                 self.warnings.add(message, raw)
+                self.recent_warnings.setdefault((host, pid), []).append((message, raw))
+                if any(pattern.search(message) for pattern in _FATAL_WARNINGS):
+                    self.errors.add(message, raw)
             elif level == "INFO":
                 self.info_lines += 1
+                if not _ERROR_RETURN.match(message):
+                    self.recent_warnings.pop((host, pid), None)
             for clue in _CLUES:
                 if clue.search(message):
                     self.clues.add(message, raw)
                     break
-            self._message(message, raw, host)
+            self._message(message, raw, host, pid)
         if found or version:
             self.nccl_lines += 1
 
-    def _message(self, message, raw, host):
+    def _message(self, message, raw, host, pid):
         """Files one NCCL message; each message is of one kind at most."""
         match = _CHANNEL.match(message)
         if match:
-            self._channel(match.group("via"), raw)
+            self._channel(match.group("via"), raw, host, match.group("direction"))
+            return
+        match = _ERROR_RETURN.match(message)
+        if match:
+            if _FATAL_RETURN_FILES.search(match.group("file")):
+                for warning in self.recent_warnings.pop((host, pid), []):
+                    self.errors.add(*warning)
             return
         for pattern, source in ((_USING_NETWORK, SOURCE_SELECTED), (_ASSIGNED, SOURCE_SELECTED),
                                 (_INITIALIZED, SOURCE_DEVICES), (_NET_USING, SOURCE_DEVICES),
@@ -336,7 +387,7 @@ class _LogReader:
         if match:
             self.env[match.group("name")] = match.group("value")
 
-    def _channel(self, via, raw):
+    def _channel(self, via, raw, host, direction):
         net = _NET_VIA.match(via)
         if net:
             family = net.group("family").upper()
@@ -344,6 +395,12 @@ class _LogReader:
             key = "%s/%s%s" % (family, net.group("net"), "/GDRDMA" if gdr else "")
             self.net_channels += 1
             self.gdr_channels += 1 if gdr else 0
+            # Old releases name no direction: such a line stands for both.
+            link = self.links.setdefault((host or "", direction or "send and receive"),
+                                         {"gdr": 0, "plain": 0, "plain_line": None})
+            link["gdr" if gdr else "plain"] += 1
+            if not gdr and link["plain_line"] is None:
+                link["plain_line"] = raw
             self.candidates[SOURCE_CHANNELS].add(net.group("net"), raw)
             # One quote per network and kind, not per channel number.
             self.quotes["gdr_channel" if gdr else "plain_channel"].add(key, raw)
@@ -417,6 +474,15 @@ class _LogReader:
             "env": self.env,
             "clues": self.clues.lines,
             "warnings": self.warnings.lines,
+            "errors": self.errors.lines,
+            # Where GDRDMA was used on some network connections but a host
+            # received without it on every one of its own. Sends are not
+            # counted: they go without it whenever GPUDirect reads are off
+            # (NCCL_NET_GDR_READ), on every host alike.
+            "links_without_gdr": [
+                {"host": host, "direction": direction, "line": link["plain_line"]}
+                for (host, direction), link in sorted(self.links.items())
+                if self.gdr_channels and link["plain"] and not link["gdr"] and direction != "send"],
             "net": self.net,
             "net_source": self.net_source,
             "net_kind": net_kind(self.net),
@@ -539,16 +605,21 @@ def check_data(parsed):
     """The part of a parsed log a check result carries."""
     keys = ("nccl_version", "net", "net_kind", "net_source", "nets", "gpudirect", "gpudirect_capable", "channels",
             "channel_families", "net_channels", "gdr_channels", "hcas", "nodes", "nranks", "hosts", "evidence",
-            "clues", "notes")
+            "clues", "errors", "links_without_gdr", "notes")
     return dict((key, parsed.get(key)) for key in keys)
 
 
 def check_nccl_transport(parsed, mode, require_gpudirect=True):
     """Judge a parsed log (parse_nccl_log) for ``mode`` rdma or tcp.
 
+    Both modes: fail when NCCL reported a failure (a connection that could
+    not be made, a work request completed with an error, a verbs or CUDA
+    call that failed, a WARN whose error return reached the communicator's
+    set-up), quoting the first such lines.
     rdma: fail when NCCL used sockets (or selected them, even where no
-    network connection was made: across nodes it would use them), and on
-    network connections without GPUDirect RDMA (a warning when
+    network connection was made: across nodes it would use them), on
+    network connections without GPUDirect RDMA, and when a host received
+    without it while others used it (each a warning when
     ``require_gpudirect`` is false); pass on RDMA with it.
     tcp: pass on any network, saying which. In both modes a run whose ranks
     made no network connection (one node: only P2P/SHM) is skipped, never
@@ -560,6 +631,11 @@ def check_nccl_transport(parsed, mode, require_gpudirect=True):
     data = check_data(parsed)
     if not parsed["nccl_lines"]:
         return _result(SKIP, "not checked: %s" % parsed["notes"][0], data=data)
+    # A failure is one whatever else the log holds, even at NCCL_DEBUG=WARN.
+    if parsed["errors"]:
+        used = " (network: %s)" % _describe_net(parsed) if parsed["net"] else ""
+        return _result(FAIL, "NCCL reported a failure%s: %s" % (used, _quote(parsed["errors"], MAX_QUOTED)),
+                       ERROR_FIX, data)
     if not parsed["info_lines"]:
         return _result(SKIP, "not checked: NCCL logged no INFO lines; set NCCL_DEBUG=INFO", data=data)
     net, kind = parsed["net"], parsed["net_kind"]
@@ -586,6 +662,14 @@ def check_nccl_transport(parsed, mode, require_gpudirect=True):
             message += "; the HCA lines say GPUDirect RDMA is disabled"
         if kind == "other":
             message += "; %s is a net plugin this check does not know as RDMA" % net
+        return _result(FAIL if require_gpudirect and kind == "rdma" else WARN, message, GPUDIRECT_FIX, data)
+    if parsed["links_without_gdr"]:
+        lacking = parsed["links_without_gdr"]
+        message = "NCCL used %s with GPUDirect RDMA, but not everywhere: %s without it: %s" % (
+            _describe_net(parsed),
+            ", ".join("%s (%s)" % (link["host"] or "a host the log does not name", link["direction"])
+                      for link in lacking),
+            _quote([link["line"] for link in lacking]))
         return _result(FAIL if require_gpudirect and kind == "rdma" else WARN, message, GPUDIRECT_FIX, data)
     message = "NCCL used %s with GPUDirect RDMA: %s" % (
         _describe_net(parsed), _quote(parsed["evidence"]["net"][:2] + parsed["evidence"]["gpudirect"], MAX_QUOTED))
