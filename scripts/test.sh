@@ -18,7 +18,9 @@
 #                 unit tests that use ansible-core), ansible-test sanity, and the
 #                 molecule converge playbook run directly with ansible-playbook
 # Every stage runs even when an earlier one failed; the script exits non-zero
-# if any failed, after a summary with each stage's time.
+# if any failed, after a summary with each stage's time. With pytest among
+# them, the others run one after another beside it (MLINFRA_TEST_SERIAL=1:
+# each in turn), their output printed when pytest is done.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -114,13 +116,53 @@ stage_oldest_core() {
   return "$status"
 }
 
-failed=0
-passed=0
 for stage in "${stages[@]}"; do
   case "$stage" in
     pytest|lint|sanity|molecule|oldest-core) ;;
     *) die "unknown stage '$stage' (stages: ${ALL_STAGES[*]})" ;;
   esac
+done
+
+# The other stages run one after another beside pytest (unless
+# MLINFRA_TEST_SERIAL=1): pytest's two workers leave a core idle about a
+# tenth of the time (waits on the clusters' controllers and on the training
+# runs, the last file of one worker), and the other stages fill it
+# (docs/PERFORMANCE.md). Their output goes to .work/test-logs/<stage>.log
+# and is printed whole, in order, once pytest is done.
+SIDE_LOGS="$WORK/test-logs"
+foreground=("${stages[@]}")
+side=()
+if [[ "${MLINFRA_TEST_SERIAL:-0}" != 1 && " ${stages[*]} " == *" pytest "* && ${#stages[@]} -gt 1 ]]; then
+  foreground=(pytest)
+  for stage in "${stages[@]}"; do
+    [[ "$stage" == pytest ]] || side+=("$stage")
+  done
+fi
+
+run_side_stages() {  # <stage...>: each stage's output and "<status> <seconds>" into $SIDE_LOGS
+  local stage started
+  for stage in "$@"; do
+    started=$SECONDS
+    if "stage_${stage//-/_}" > "$SIDE_LOGS/$stage.log" 2>&1; then
+      printf 'ok %d\n' "$(( SECONDS - started ))" > "$SIDE_LOGS/$stage.status"
+    else
+      printf 'FAILED %d\n' "$(( SECONDS - started ))" > "$SIDE_LOGS/$stage.status"
+    fi
+  done
+}
+
+side_pid=
+if (( ${#side[@]} )); then
+  rm -rf "$SIDE_LOGS"
+  mkdir -p "$SIDE_LOGS"
+  log "beside pytest, one after another: ${side[*]} (output printed when pytest is done)"
+  run_side_stages "${side[@]}" &
+  side_pid=$!
+fi
+
+failed=0
+passed=0
+for stage in "${foreground[@]}"; do
   stage_begin "$stage"
   if "stage_${stage//-/_}"; then
     stage_end ok
@@ -130,6 +172,19 @@ for stage in "${stages[@]}"; do
     failed=$(( failed + 1 ))
   fi
 done
+
+if [[ -n "$side_pid" ]]; then
+  wait "$side_pid"
+  for stage in "${side[@]}"; do
+    stage_begin "$stage"
+    cat "$SIDE_LOGS/$stage.log" >&2
+    status=FAILED elapsed=0
+    [[ -f "$SIDE_LOGS/$stage.status" ]] && read -r status elapsed < "$SIDE_LOGS/$stage.status"
+    STAGE_STARTED=$(( SECONDS - elapsed ))
+    stage_end "$status"
+    if [[ "$status" == ok ]]; then passed=$(( passed + 1 )); else failed=$(( failed + 1 )); fi
+  done
+fi
 
 print_summary
 printf 'stages: %d passed, %d failed\n' "$passed" "$failed"

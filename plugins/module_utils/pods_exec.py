@@ -10,6 +10,7 @@ kubernetes.core does), by the pods_exec module.
 from __future__ import absolute_import, division, print_function
 
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,10 +54,33 @@ def exit_code(status_text):
     return None, status.get("message") or "exec failed"
 
 
+# Answers that mean the command was not started because the container is
+# not yet known to the node's exec server, moments after the pod became
+# Running: a kubelet's "container not found", kwok's "no exec found for
+# container" (its index of exec targets follows its own watch). The command
+# never ran, so it is started again, for at most NOT_STARTED_SECONDS.
+_NOT_STARTED = re.compile(r"container not found|no exec found for container")
+NOT_STARTED_SECONDS = 10.0
+
+
 def exec_in_pod(configuration, namespace, pod_name, container, command, timeout):
-    """Run the command in one pod; never raises. Each call has its own API
-    client: the kubernetes client's stream() swaps the request method of the
-    client it is given, which is not safe to share between threads."""
+    """Run the command in one pod; never raises. A command that the node
+    could not start yet is started again (_NOT_STARTED)."""
+    started = time.monotonic()
+    while True:
+        result = _exec_once(configuration, namespace, pod_name, container, command, timeout)
+        if not (result["rc"] is None and _NOT_STARTED.search(result["error"] or "")) \
+                or time.monotonic() - started > NOT_STARTED_SECONDS:
+            break
+        time.sleep(0.5)
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def _exec_once(configuration, namespace, pod_name, container, command, timeout):
+    """One exec. Each call has its own API client: the kubernetes client's
+    stream() swaps the request method of the client it is given, which is
+    not safe to share between threads."""
     started = time.monotonic()
     result = {"rc": None, "stdout": "", "stderr": "", "error": None}
     api_client = k8s_client.ApiClient(configuration)
@@ -85,7 +109,6 @@ def exec_in_pod(configuration, namespace, pod_name, container, command, timeout)
         result["error"] = str(err) or err.__class__.__name__
     finally:
         api_client.close()
-    result["seconds"] = round(time.monotonic() - started, 3)
     return result
 
 

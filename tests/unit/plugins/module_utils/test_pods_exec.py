@@ -68,3 +68,40 @@ def test_every_item_wanted_must_hold_in_every_pod():
     assert not pods_exec.answers_hold(holding, {"state": "running", "step": 2})
     assert not pods_exec.answers_hold(holding + [{"json": ["running"]}], {"state": "running"})
     assert not pods_exec.answers_hold([], {"state": "running"})
+
+
+def test_a_command_the_node_could_not_start_yet_is_started_again_within_bounds(monkeypatch):
+    """Right after a pod is Running its node may not know the container yet
+    (a kubelet's "container not found", kwok's "no exec found"): the
+    command never ran, so it is started again, for at most
+    NOT_STARTED_SECONDS; any other failure is the answer at once."""
+    clock = Clock()
+    monkeypatch.setattr(pods_exec.time, "monotonic", clock.clock)
+    monkeypatch.setattr(pods_exec.time, "sleep", clock.sleep)
+    not_started = {"rc": None, "stdout": "", "stderr": "",
+                   "error": 'Internal error occurred: error executing command in container: no exec found for '
+                            'container "trainer" in pod "ns/h-kim-0"'}
+    answered = {"rc": 0, "stdout": "ok", "stderr": "", "error": None}
+    calls = []
+
+    def once(answers):
+        def run(*args):
+            calls.append(args)
+            return dict(answers[min(len(calls), len(answers)) - 1])
+        return run
+
+    monkeypatch.setattr(pods_exec, "_exec_once", once([not_started, not_started, answered]))
+    result = pods_exec.exec_in_pod(None, "ns", "h-kim-0", "trainer", ["true"], 60)
+    assert result["rc"] == 0 and result["stdout"] == "ok" and len(calls) == 3 and clock.slept == [0.5, 0.5]
+
+    calls[:], clock.slept[:] = [], []
+    monkeypatch.setattr(pods_exec, "_exec_once", once([not_started]))
+    result = pods_exec.exec_in_pod(None, "ns", "h-kim-0", "trainer", ["true"], 60)
+    assert result["rc"] is None and "no exec found" in result["error"]
+    assert sum(clock.slept) <= pods_exec.NOT_STARTED_SECONDS + 0.5 and len(calls) > 2
+
+    calls[:] = []
+    refused = dict(not_started, error="403 Forbidden")
+    monkeypatch.setattr(pods_exec, "_exec_once", once([refused, answered]))
+    assert pods_exec.exec_in_pod(None, "ns", "h-kim-0", "trainer", ["true"], 60)["error"] == "403 Forbidden"
+    assert len(calls) == 1
