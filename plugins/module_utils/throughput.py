@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """Training throughput from logs, and which runs are degraded.
 
-One parser per log format (TorchTitan, MosaicML Composer, DeepSpeed, the
-benchmark's JSON); each run's steady-state throughput is the median of its
+One parser per log format (TorchTitan, MosaicML Composer, DeepSpeed,
+Megatron-LM, the benchmark's JSON); each run's steady-state throughput is the median of its
 measurements after the warm-up steps. A run is degraded when its throughput
 is more than ``threshold`` below the reference of its metric (the robust
 centre of the runs, or a saved baseline), or when it drops by more than that
@@ -29,7 +29,7 @@ import time
 
 __metaclass__ = type
 
-FORMATS = ("auto", "torchtitan", "composer", "deepspeed", "benchmark")
+FORMATS = ("auto", "torchtitan", "composer", "deepspeed", "megatron", "benchmark")
 LOG_FORMATS = FORMATS[1:]
 
 # The two normal runs of the real Composer logs (tests/fixtures/logs) differ
@@ -70,6 +70,9 @@ METRICS = {
     "torchtitan": ("tokens_per_sec_per_device",),
     "composer": ("tokens_per_sec", "samples_per_sec", "batches_per_sec"),
     "deepspeed": ("samples_per_sec",),
+    # Per device where the log says it (--log-throughput), so that runs on
+    # different numbers of GPUs compare; else the job's samples per second.
+    "megatron": ("tflops_per_device", "samples_per_sec"),
     "benchmark": ("busbw",),
 }
 UNITS = {
@@ -77,6 +80,7 @@ UNITS = {
     "tokens_per_sec": "tokens/s",
     "samples_per_sec": "samples/s",
     "batches_per_sec": "batches/s",
+    "tflops_per_device": "TFLOP/s per device",
     "busbw": "GB/s",
 }
 
@@ -175,7 +179,16 @@ class TorchTitanParser:
         if len(ranks) > 1:
             # Every rank logs its own tps; one rank's series is the run's.
             notes.append("lines of ranks %s; rank %s read" % (", ".join(str(r) for r in ranks), ranks[0]))
-        return self.by_rank[ranks[0]], notes
+        series = self.by_rank[ranks[0]]
+        if ranks[0] is None:
+            # Every rank's lines without a rank prefix: a step comes once
+            # per rank; its first line stands for it.
+            firsts = [entry for index, entry in enumerate(series) if not index or series[index - 1]["step"] != entry["step"]]
+            if len(firsts) < len(series):
+                notes.append("%d lines for %d steps without a rank prefix (every rank's); the first of each step read"
+                             % (len(series), len(firsts)))
+                series = firsts
+        return series, notes
 
 
 class ComposerParser:
@@ -226,13 +239,18 @@ class DeepSpeedParser:
 
     CurrSamplesPerSec is the speed of that one step, RunningAvgSamplesPerSec
     the average since the timer's start step; both count the global batch.
-    Old releases print a single ``SamplesPerSec=``. Without timer lines, the
+    Releases before 0.8 print ``<epoch>/<step>, SamplesPerSec=83.4, ...``
+    (``RunningAvgSamplesPerSec=`` and ``CurrSamplesPerSec=`` from 0.5 on)
+    after the timer's location, ``[timer.py:189:stop]``, or a bare
+    ``[INFO <date>]``. Without timer lines, the
     ``samples/second:`` of the FLOPS profiler's summary (one step, with
     ``wall_clock_breakdown``) is read instead.
     """
 
     name = "deepspeed"
     _timer = re.compile(r"\bepoch=([0-9]+)/micro_step=([0-9]+)/global_step=([0-9]+),\s*(.*)$")
+    # The old form: "<epoch>/<step>, " and the fields at once.
+    _old_timer = re.compile(r"(?:^|[\]>\s])([0-9]+)/([0-9]+),\s*((?:RunningAvgSamplesPerSec|CurrSamplesPerSec|SamplesPerSec)=.*)$")
     _field = re.compile(r"\b(RunningAvgSamplesPerSec|CurrSamplesPerSec|SamplesPerSec|MemAllocated)=(" + _NUMBER + r")")
     _profile_step = re.compile(r"Profile Summary at step ([0-9]+)")
     _profile_speed = re.compile(r"^\s*samples/second:\s*(" + _NUMBER + r")")
@@ -244,8 +262,12 @@ class DeepSpeedParser:
 
     def feed(self, line):
         found = self._timer.search(line)
+        step_group, fields_group = 3, 4
+        if not found:
+            found = self._old_timer.search(line)
+            step_group, fields_group = 2, 3
         if found:
-            fields = dict((name, _number(value)) for name, value in self._field.findall(found.group(4)))
+            fields = dict((name, _number(value)) for name, value in self._field.findall(found.group(fields_group)))
             speed = fields.get("CurrSamplesPerSec", fields.get("SamplesPerSec"))
             if speed is None or speed <= 0:
                 return
@@ -254,7 +276,7 @@ class DeepSpeedParser:
                 figures["running_avg_samples_per_sec"] = fields["RunningAvgSamplesPerSec"]
             if fields.get("MemAllocated") is not None:
                 figures["memory_allocated_gb"] = fields["MemAllocated"]
-            self.timer.append({"step": int(found.group(3)), "figures": figures})
+            self.timer.append({"step": int(found.group(step_group)), "figures": figures})
             return
         profile = self._profile_step.search(line)
         if profile:
@@ -272,7 +294,58 @@ class DeepSpeedParser:
         return [], []
 
 
-LINE_PARSERS = (TorchTitanParser, ComposerParser, DeepSpeedParser)
+class MegatronParser:
+    """Megatron-LM's training line, printed every ``--log-interval``
+    iterations:
+
+    ``iteration 43/ 100 | consumed samples: 5504 | elapsed time per iteration (ms): 5444.9 |``
+    `` throughput per GPU (TFLOP/s/GPU): 239.8 | learning rate: ... | global batch size: 128 | lm loss: 1.82 |`` (one line)
+
+    ``throughput per GPU`` is there with ``--log-throughput``; Megatron-
+    DeepSpeed prints ``samples/sec: 7.8 |`` before it and ``approx flops per
+    GPU: 112.9TFLOPS`` instead. Samples per second are taken as printed, or
+    else are the global batch over the iteration's time; both count the
+    whole job, not one device.
+    """
+
+    name = "megatron"
+    _iteration = re.compile(r"\biteration\s+([0-9]+)\s*/\s*[0-9]+\s*\|")
+    _elapsed = re.compile(r"elapsed time per iteration \(ms\):\s*(" + _NUMBER + r")")
+    _tflops = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*(" + _NUMBER + r")|approx flops per GPU:\s*("
+                         + _NUMBER + r")\s*TFLOPS")
+    _batch = re.compile(r"global batch size:\s*([0-9]+)")
+    _samples = re.compile(r"samples/sec:\s*(" + _NUMBER + r")")
+    _loss = re.compile(r"\blm[ _]loss:\s*(" + _NUMBER + r")")
+
+    def __init__(self):
+        self.measurements = []
+
+    def feed(self, line):
+        iteration = self._iteration.search(line)
+        elapsed = self._elapsed.search(line)
+        if not iteration or not elapsed:
+            return
+        milliseconds = _number(elapsed.group(1))
+        figures = {"iteration_ms": milliseconds}
+        tflops = self._tflops.search(line)
+        if tflops:
+            figures["tflops_per_device"] = _number(tflops.group(1) or tflops.group(2))
+        samples, batch = self._samples.search(line), self._batch.search(line)
+        if samples:
+            figures["samples_per_sec"] = _number(samples.group(1))
+        elif batch and milliseconds:
+            figures["samples_per_sec"] = int(batch.group(1)) / (milliseconds / 1000.0)
+        loss = self._loss.search(line)
+        if loss:
+            figures["loss"] = _number(loss.group(1))
+        self.measurements.append({"step": int(iteration.group(1)),
+                                  "figures": dict((key, value) for key, value in figures.items() if value is not None)})
+
+    def result(self):
+        return self.measurements, []
+
+
+LINE_PARSERS = (TorchTitanParser, ComposerParser, DeepSpeedParser, MegatronParser)
 
 
 def _read_lines(path):
@@ -385,8 +458,9 @@ def parse_lines(source_lines, fmt="auto", path="the log", not_benchmark=""):
         if fmt == "auto":
             raise ThroughputError(
                 "%s is in no known format: none of its %d lines is a throughput line of TorchTitan (step: N ... "
-                "tps: N), Composer (Train throughput/...: N), or DeepSpeed (epoch=.../global_step=N, "
-                "...SamplesPerSec=N), and it is not the benchmark's JSON; check that it is the training log "
+                "tps: N), Composer (Train throughput/...: N), DeepSpeed (epoch=.../global_step=N, "
+                "...SamplesPerSec=N), or Megatron-LM (iteration N/ M | ... elapsed time per iteration), and it is "
+                "not the benchmark's JSON; check that it is the training log "
                 "with throughput logging on, or name its format%s" % (path, lines, not_benchmark))
         raise ThroughputError("%s has no %s throughput lines (%d lines read): check the format option, or that "
                               "throughput logging was on" % (path, fmt, lines))

@@ -25,8 +25,12 @@ description:
     C(Train throughput/tokens_per_sec: 55803.1245) and C(Train throughput/device/mfu: 0.4826).
     V(deepspeed): DeepSpeed's ThroughputTimer line,
     C(epoch=0/micro_step=20/global_step=20, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..., MemAllocated=...),
-    printed every C(steps_per_print) steps when DeepSpeed logs at level info (its C(log_level) setting); without
-    such lines, the C(samples/second:) of the FLOPS profiler's summary.
+    printed every C(steps_per_print) steps when DeepSpeed logs at level info (its C(log_level) setting), and the
+    form of releases before 0.8, C([timer.py:189:stop] 0/40, SamplesPerSec=83.48, ...); without such lines, the
+    C(samples/second:) of the FLOPS profiler's summary.
+    V(megatron): Megatron-LM's line C(iteration 43/ 100 | ... | elapsed time per iteration (ms): 5444.9 |
+    throughput per GPU (TFLOP/s/GPU): 239.8 | ... | global batch size: 128 | lm loss: ... |), and Megatron-
+    DeepSpeed's with C(samples/sec:) and C(approx flops per GPU:).
     V(benchmark): the benchmark's JSON, a document with a list C(results), one entry per message size (and per
     in-place or out-of-place run) with C(size) in bytes and C(busbw) and C(algbw) in GB/s, as nccl-tests
     reports them, for example
@@ -34,7 +38,8 @@ description:
     Log files may be gzip-compressed (C(.gz))."
   - "The figure compared: tokens/s per device for TorchTitan, tokens/s for Composer (samples/s or batches/s when
     the model reports no tokens), samples/s of the global batch for DeepSpeed (C(CurrSamplesPerSec), the speed
-    of the step it is printed at), and for the benchmark the bus bandwidth at the largest message size (the
+    of the step it is printed at), TFLOP/s per device for Megatron-LM (without C(--log-throughput), samples/s of
+    the global batch: the batch over the iteration's time), and for the benchmark the bus bandwidth at the largest message size (the
     bandwidth-bound one; the small sizes measure latency). A run's throughput is the median of its
     measurements after the warm-up steps (O(warmup_steps)); RV(runs[].spread) is their median absolute
     deviation over the median."
@@ -72,7 +77,7 @@ options:
       - Format of every file. V(auto) recognises each file by its lines (a file holding lines of several
         formats is read as the one it has most measurements of).
     type: str
-    choices: [auto, torchtitan, composer, deepspeed, benchmark]
+    choices: [auto, torchtitan, composer, deepspeed, megatron, benchmark]
     default: auto
   warmup_steps:
     description:
@@ -170,7 +175,7 @@ runs:
       description: Absolute path of the log.
       type: str
     format:
-      description: V(torchtitan), V(composer), V(deepspeed) or V(benchmark).
+      description: V(torchtitan), V(composer), V(deepspeed), V(megatron) or V(benchmark).
       type: str
     metric:
       description: >-

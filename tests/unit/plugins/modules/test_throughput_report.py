@@ -123,7 +123,7 @@ def test_errors_name_the_path_and_the_fix_and_write_nothing(tmp_path):
         assert message in result["msg"], (args, result["msg"])
         assert not os.path.exists(target)
     result = module({"logs": GOOD, "format": "nccl"})
-    assert result["failed"] and "value of format must be one of: auto, torchtitan, composer, deepspeed, benchmark" \
+    assert result["failed"] and "value of format must be one of: auto, torchtitan, composer, deepspeed, megatron, benchmark" \
         in result["msg"]
 
 
