@@ -145,6 +145,12 @@ def check_gpudirect_rdma(facts, expect):
     if dmabuf:
         return _result("gpudirect_rdma", PASS, "DMA-BUF capable (%s); no peermem module needed" % dmabuf_reason,
                        data=data)
+    if dmabuf is None:
+        # Not measured is never a pass, nor a fail on a guess.
+        return _result("gpudirect_rdma", WARN,
+                       "GPUDirect RDMA unknown: nvidia_peermem is not loaded and %s" % dmabuf_reason,
+                       "Check the node's kernel release (uname -r: DMA-BUF needs 5.12 or later with NVIDIA's open "
+                       "kernel modules), or load nvidia_peermem (GPU operator: driver.rdma.enabled=true).", data)
     status = FAIL if expect.require_gpudirect else WARN
     return _result("gpudirect_rdma", status,
                    "no GPUDirect RDMA: nvidia_peermem is not loaded and DMA-BUF is not available (%s)" % dmabuf_reason,

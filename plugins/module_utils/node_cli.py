@@ -19,6 +19,7 @@ from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl
     parse_version, render_env_file
 from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
 from .node_facts import gather_node_facts
+from .node_record import record_node
 
 __metaclass__ = type
 
@@ -89,7 +90,20 @@ def main_node_check(argv=None):
     parser.add_argument("--fail-on", choices=FAIL_ON, default="fail",
                         help="exit 1 when a check has this status or worse")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--record", metavar="DIR",
+                        help="first copy what the checks read (and nothing else) into DIR, a new directory: a "
+                             "snapshot that mlinfra-node-check --root DIR checks as this node")
     args = parser.parse_args(argv)
+    if args.record:
+        try:
+            facts = record_node(args.root, args.record, nvidia_smi=args.nvidia_smi)
+        except (OSError, ValueError) as exc:
+            parser.error("--record: %s" % exc)
+        files = sum(len(names) for _dirpath, _dirs, names in os.walk(args.record))
+        sys.stderr.write("recorded %d files of %s into %s%s; check it as this node with: mlinfra-node-check --root "
+                         "%s\n" % (files, args.root, args.record,
+                                    " (with nvidia-smi topo -m)" if facts["topology"].get("available") else "",
+                                    args.record))
     report = node_check_report(root=args.root, mode=args.mode, expect_gpus=args.expect_gpus,
                                expect_rdma_devices=args.expect_rdma_devices,
                                require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,

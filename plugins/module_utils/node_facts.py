@@ -39,6 +39,7 @@ _PCI_EXT_CAP_ID_ACS = 0x000D
 _ACS_CTRL_REDIRECT_BITS = {"request_redirect": 0x0004, "completion_redirect": 0x0008,
                            "egress_control": 0x0020}
 _NVIDIA_SMI_TIMEOUT = 30
+_KERNEL_VERSION = re.compile(r"^Linux version (\S+)")
 DMABUF_MIN_DRIVER = (515,)
 DMABUF_MIN_KERNEL = (5, 12)
 _DEVICE_COLUMN_RE = re.compile(r"^(GPU|NIC)[0-9]+$")
@@ -159,8 +160,14 @@ def roce_v2_ipv4_gids(port):
 
 def gather_kernel(reader):
     cmdline = reader.read("proc/cmdline") or ""
+    # The release is in osrelease and at the head of /proc/version ("Linux
+    # version 6.18.0-1.el9 (builder@...) ..."); a recording may hold one only.
+    release = reader.read("proc/sys/kernel/osrelease", quiet=True)
+    if not release:
+        version = _KERNEL_VERSION.match(reader.read("proc/version", quiet=True) or "")
+        release = version.group(1) if version else None
     return {
-        "release": reader.read("proc/sys/kernel/osrelease"),
+        "release": release,
         "cmdline": cmdline,
         "cmdline_args": cmdline.split(),
     }
@@ -521,6 +528,10 @@ def gather_gpudirect(kernel, modules, nvidia):
         dmabuf, reason = False, "NVIDIA driver %s is the proprietary flavour; DMA-BUF needs the open kernel modules" % driver
     elif _version_tuple(driver) < DMABUF_MIN_DRIVER:
         dmabuf, reason = False, "NVIDIA driver %s is older than 515" % driver
+    elif not kernel["release"]:
+        # Unknown is not old: said as unknown, never compared.
+        dmabuf, reason = None, ("the kernel's release could not be read (/proc/sys/kernel/osrelease, /proc/version), "
+                                "so whether it imports DMA-BUF (5.12 and later) is unknown")
     elif _version_tuple(kernel["release"]) < DMABUF_MIN_KERNEL:
         dmabuf, reason = False, "kernel %s is older than 5.12" % kernel["release"]
     else:
@@ -607,21 +618,29 @@ def parse_topology(text):
             "affinity": affinity}
 
 
-def gather_topology(reader, nvidia_smi=None):
-    binary = find_nvidia_smi(reader, nvidia_smi)
-    if not binary:
-        return {"available": False, "reason": "nvidia-smi not found"}
+def topology_output(binary):
+    """(exit status, what it printed) of ``<binary> topo -m``: its output,
+    or on failure its error output (or the error of starting it, -1)."""
     try:
         # No AnsibleModule here either (see _runs).
         proc = subprocess.run([binary, "topo", "-m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                               timeout=_NVIDIA_SMI_TIMEOUT, universal_newlines=True, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"available": False, "reason": "%s topo -m: %s" % (binary, exc)}
-    if proc.returncode != 0:
-        return {"available": False,
-                "reason": "%s topo -m exited %d: %s" % (binary, proc.returncode, (proc.stderr or proc.stdout).strip()[:200])}
-    parsed = parse_topology(proc.stdout)
-    parsed.update({"available": True, "nvidia_smi": binary, "raw": proc.stdout})
+        return -1, str(exc)
+    return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stderr or proc.stdout)
+
+
+def gather_topology(reader, nvidia_smi=None):
+    binary = find_nvidia_smi(reader, nvidia_smi)
+    if not binary:
+        return {"available": False, "reason": "nvidia-smi not found"}
+    returncode, output = topology_output(binary)
+    if returncode == -1:
+        return {"available": False, "reason": "%s topo -m: %s" % (binary, output)}
+    if returncode != 0:
+        return {"available": False, "reason": "%s topo -m exited %d: %s" % (binary, returncode, output.strip()[:200])}
+    parsed = parse_topology(output)
+    parsed.update({"available": True, "nvidia_smi": binary, "raw": output})
     return parsed
 
 
@@ -630,9 +649,11 @@ MODULE_NAMES = ("mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs", "rdma_cm",
                 "nvidia", "nvidia_peermem", "nv_peer_mem", "nvidia_uvm")
 
 
-def gather_node_facts(root="/", nvidia_smi=None, topology=True):
-    """All facts of one node, as a JSON-serialisable dict."""
-    reader = NodeReader(root)
+def gather_node_facts(root="/", nvidia_smi=None, topology=True, reader=None):
+    """All facts of one node, as a JSON-serialisable dict. ``reader``: a
+    NodeReader of ``root`` of the caller's (node_record's, which copies what
+    is read)."""
+    reader = reader or NodeReader(root)
     kernel = gather_kernel(reader)
     nvidia = gather_nvidia(reader)
     rdma = gather_rdma(reader)

@@ -6,6 +6,11 @@
 #       tcp mode, and mlinfra-autodetect, on this host; raw nvidia-smi and
 #       sysfs listings beside them for comparison.
 #
+#   tools/gpu/measure.sh record-node OUTDIR
+#       mlinfra-node-check --record: the snapshot of this host that the node
+#       checks read (OUTDIR/snapshot), and the checks' reports on the host
+#       and on the snapshot in rdma and tcp mode, which must be the same.
+#
 #   tools/gpu/measure.sh pod-bench OUTDIR
 #       mlinfra-pod-bench as verify-rdma runs it in a pod, as the only node of
 #       the job with one process per GPU of this host (NCCL, NCCL_DEBUG=INFO):
@@ -108,6 +113,26 @@ node_report() {
   "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/autodetect.env" --json "$out/autodetect.json"
   echo "autodetect exit status: $?"
   cat "$out"/node-check-rdma.txt "$out"/node-check-tcp.txt "$out/autodetect.env"
+}
+
+record_node() {
+  local gpus mode
+  gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  "$PY" "$ROOT/files/bin/mlinfra-node-check" --record "$out/snapshot" --fail-on never --format json \
+    > "$out/recording-report.json" 2> "$out/recording.txt"
+  echo "record exit status: $?"; cat "$out/recording.txt"
+  for mode in rdma tcp; do
+    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --min-gpus "$gpus" > "$out/host-$mode.txt" 2>&1
+    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --min-gpus "$gpus" --root "$out/snapshot" \
+      > "$out/snapshot-$mode.txt" 2>&1
+    if diff "$out/host-$mode.txt" "$out/snapshot-$mode.txt" > "$out/diff-$mode.txt"; then
+      echo "$mode: the snapshot is checked as the host"
+    else
+      echo "$mode: the snapshot differs from the host:"; cat "$out/diff-$mode.txt"
+    fi
+    cat "$out/host-$mode.txt"
+  done
+  uname -r > "$out/uname-r.txt"
 }
 
 pod_bench() {
@@ -427,6 +452,7 @@ PY
 
 case "$what" in
   node-report) node_report ;;
+  record-node) record_node ;;
   pod-bench) pod_bench ;;
   train-launcher) train_launcher "$@" ;;
   bench-compare) bench_compare "$@" ;;

@@ -118,6 +118,28 @@ def test_dmabuf_needs_open_module_driver_and_kernel(snapshot_copy):
     assert facts["gpudirect"]["dmabuf"] is False and "older than 5.12" in facts["gpudirect"]["dmabuf_reason"]
 
 
+def test_an_unknown_kernel_release_is_said_as_unknown_not_as_old(snapshot_copy):
+    """A node recorded without osrelease (the kernel named only in
+    /proc/version) once failed gpudirect_rdma with "kernel None is older
+    than 5.12"."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import Expectations, \
+        check_gpudirect_rdma
+    root = snapshot_copy("no-peermem")
+    (root / "proc/driver/nvidia/version").write_text(build_snapshots.OPEN_NVRM)
+    (root / "proc/sys/kernel/osrelease").unlink()
+    (root / "proc/version").write_text("Linux version 6.18.0-1.el10.x86_64 (mockbuild@example) (gcc 14.2.1) "
+                                       "#1 SMP PREEMPT_DYNAMIC\n")
+    facts = gather_node_facts(str(root), topology=False)
+    assert facts["kernel"]["release"] == "6.18.0-1.el10.x86_64" and facts["gpudirect"]["dmabuf"] is True
+    (root / "proc/version").unlink()
+    facts = gather_node_facts(str(root), topology=False)
+    assert facts["kernel"]["release"] is None and facts["gpudirect"]["dmabuf"] is None
+    assert "could not be read" in facts["gpudirect"]["dmabuf_reason"]
+    check = check_gpudirect_rdma(facts, Expectations(mode="rdma"))
+    assert check["status"] == "warn" and check["message"].startswith("GPUDirect RDMA unknown: ")
+    assert "older than" not in check["message"]
+
+
 def test_cgroup_quota_and_cpuset_narrow_the_cpus(snapshot_copy):
     root = snapshot_copy("healthy-roce-h100")
     (root / "sys/fs/cgroup").mkdir(parents=True)

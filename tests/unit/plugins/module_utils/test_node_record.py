@@ -1,0 +1,87 @@
+"""node_record and mlinfra-node-check --record: a snapshot holds what the node
+checks read and nothing else, and the checks give on it what they gave on the
+node. One snapshot was recorded on a real H100 host
+(tests/fixtures/nodes/recorded), with the checks' reports on the host itself."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import format_report, main_node_check, \
+    node_check_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_record import record_node
+
+from conftest import REPO, SNAPSHOTS
+
+RECORDED = os.path.join(SNAPSHOTS, "recorded", "h100-vm-1gpu")
+sys.path.insert(0, SNAPSHOTS)
+import build_snapshots  # noqa: E402
+
+
+def comparable(report):
+    """A report without what names the root it was read from."""
+    facts = dict(report["facts"])
+    root = facts.pop("root")
+    facts["topology"] = dict(facts["topology"], nvidia_smi=None)
+    return json.loads(json.dumps(dict(report, facts=facts), sort_keys=True).replace(root, "ROOT"))
+
+
+@pytest.mark.parametrize("mode", ["rdma", "tcp"])
+def test_the_recorded_h100_host_is_checked_as_the_host_itself_was(mode):
+    with open(os.path.join(RECORDED, "host-%s.txt" % mode)) as handle:
+        on_the_host = handle.read()
+    report = node_check_report(os.path.join(RECORDED, "snapshot"), mode=mode, min_gpus=1)
+    assert format_report(report) + "\n" == on_the_host
+    statuses = dict((check["name"], check["status"]) for check in report["checks"])
+    assert statuses["gpu_count"] == "pass" and "NVIDIA H100 80GB HBM3, driver 580.159.04" in on_the_host
+    if mode == "rdma":
+        # Kernel 6.18 with the open module: DMA-BUF, no peermem needed. A
+        # recording without osrelease once read this as "kernel None is
+        # older than 5.12" (test_node_facts has that case).
+        assert statuses["gpudirect_rdma"] == "pass" and "580.159.04 on kernel 6.18.44" in on_the_host
+        # mlx5 loaded, no RDMA device: the fault this host really has.
+        assert statuses["rdma_devices"] == "fail"
+
+
+@pytest.mark.parametrize("name", sorted(build_snapshots.SNAPSHOTS))
+def test_a_recorded_snapshot_is_checked_as_its_node(tmp_path, name):
+    node = os.path.join(SNAPSHOTS, name)
+    record_node(node, str(tmp_path / "snapshot"))
+    for mode in ("rdma", "tcp"):
+        assert comparable(node_check_report(str(tmp_path / "snapshot"), mode=mode)) == \
+            comparable(node_check_report(node, mode=mode)), mode
+
+
+def test_only_what_the_checks_read_is_recorded(tmp_path, snapshot_copy):
+    node = snapshot_copy("healthy-roce-h100")
+    (node / "etc").mkdir()
+    (node / "etc/shadow").write_text("root:secret\n")
+    (node / "sys/class/infiniband/mlx5_10/ports/1/counters").mkdir()
+    (node / "sys/class/infiniband/mlx5_10/ports/1/counters/port_xmit_data").write_text("12345\n")
+    record_node(str(node), str(tmp_path / "snapshot"))
+    recorded = set()
+    for directory, _dirs, names in os.walk(str(tmp_path / "snapshot")):
+        recorded.update(os.path.relpath(os.path.join(directory, name), str(tmp_path / "snapshot")) for name in names)
+    assert "etc/shadow" not in recorded and not [path for path in recorded if "counters" in path]
+    assert "proc/cmdline" in recorded and "usr/bin/nvidia-smi" in recorded
+
+
+def test_the_command_records_into_a_new_directory_only(tmp_path, capsys):
+    node = os.path.join(SNAPSHOTS, "port-down")
+    target = tmp_path / "snapshot"
+    assert main_node_check(["--root", node, "--record", str(target), "--fail-on", "never"]) == 0
+    out, err = capsys.readouterr()
+    assert "FAIL  rdma_link" in out
+    assert err.startswith("recorded ") and "check it as this node with: mlinfra-node-check --root %s" % target in err
+    with pytest.raises(SystemExit):
+        main_node_check(["--root", node, "--record", str(target)])
+    assert "is not empty: record into a new directory" in capsys.readouterr().err
+    # The command in files/bin, as an operator runs it on a node.
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra-node-check"), "--root", node,
+                           "--record", str(tmp_path / "again"), "--mode", "tcp"], capture_output=True, text=True)
+    assert proc.returncode == 0 and os.path.isfile(str(tmp_path / "again" / "proc" / "cmdline")), proc.stderr
