@@ -100,10 +100,9 @@ def main_node_check(argv=None):
         except (OSError, ValueError) as exc:
             parser.error("--record: %s" % exc)
         files = sum(len(names) for _dirpath, _dirs, names in os.walk(args.record))
+        topology = " (with nvidia-smi topo -m)" if facts["topology"].get("available") else ""
         sys.stderr.write("recorded %d files of %s into %s%s; check it as this node with: mlinfra-node-check --root "
-                         "%s\n" % (files, args.root, args.record,
-                                    " (with nvidia-smi topo -m)" if facts["topology"].get("available") else "",
-                                    args.record))
+                         "%s\n" % (files, args.root, args.record, topology, args.record))
     report = node_check_report(root=args.root, mode=args.mode, expect_gpus=args.expect_gpus,
                                expect_rdma_devices=args.expect_rdma_devices,
                                require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,

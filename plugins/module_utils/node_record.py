@@ -181,4 +181,3 @@ def record_node(root, dest, nvidia_smi=None):
             handle.write(NVIDIA_SMI_STAND_IN % (returncode if 0 <= returncode < 256 else 1))
         os.chmod(stand_in, 0o755)
     return facts
-

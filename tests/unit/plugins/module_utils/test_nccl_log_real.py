@@ -132,10 +132,11 @@ def test_a_real_log_is_read_and_judged_as_a_careful_reader_would(name):
 # hosts and the reverse direction. Written: no whole real log of the case
 # was found (real/SOURCES.md, "Not found").
 def mixed_log(receiver_plain=True, sender_plain=False):
+    sender_flags = "" if sender_plain else "/GDRDMA"
+    receiver_flags = "" if receiver_plain else "/GDRDMA"
     return [
-        info("node-a", 11, 1, "Channel 00/0 : 9[1] -> 2[2] [send] via NET/IB/0%s" % ("" if sender_plain else "/GDRDMA")),
-        info("node-b", 22, 2, "Channel 00/0 : 9[1] -> 2[2] [receive] via NET/IB/1%s" % ("" if receiver_plain else
-                                                                                          "/GDRDMA")),
+        info("node-a", 11, 1, "Channel 00/0 : 9[1] -> 2[2] [send] via NET/IB/0%s" % sender_flags),
+        info("node-b", 22, 2, "Channel 00/0 : 9[1] -> 2[2] [receive] via NET/IB/1%s" % receiver_flags),
         info("node-b", 22, 2, "Channel 00/0 : 2[2] -> 9[1] [send] via NET/IB/1/GDRDMA"),
         info("node-a", 11, 1, "Channel 00/0 : 2[2] -> 9[1] [receive] via NET/IB/0/GDRDMA"),
     ]
