@@ -124,13 +124,12 @@ for stage in "${stages[@]}"; do
 done
 
 # The other stages run one after another beside pytest (unless
-# MLINFRA_TEST_SERIAL=1), at the lowest priority: pytest's two workers leave
-# a core idle about a tenth of the time (waits on the clusters' controllers
-# and on the training runs, the last file of one worker), and the other
-# stages take that, not pytest's share; at normal priority they slowed the
-# integration tests beside them by half (docs/PERFORMANCE.md). Their output
-# goes to .work/test-logs/<stage>.log and is printed whole, in order, once
-# pytest is done.
+# MLINFRA_TEST_SERIAL=1): pytest's two workers leave a core idle about a
+# tenth of the time (waits on the clusters' controllers and on the training
+# runs, the last file of one worker), which the other stages take; they also
+# slow the integration tests beside them, so the gain is about a minute
+# (docs/PERFORMANCE.md). Their output goes to .work/test-logs/<stage>.log
+# and is printed whole, in order, once pytest is done.
 SIDE_LOGS="$WORK/test-logs"
 foreground=("${stages[@]}")
 side=()
@@ -143,9 +142,6 @@ fi
 
 run_side_stages() {  # <stage...>: each stage's output and "<status> <seconds>" into $SIDE_LOGS
   local stage started
-  # The lowest priority, before anything starts (the stages are functions of
-  # this script, so the background shell itself is reniced).
-  renice -n 19 -p "$BASHPID" >/dev/null
   for stage in "$@"; do
     started=$SECONDS
     if "stage_${stage//-/_}" > "$SIDE_LOGS/$stage.log" 2>&1; then
