@@ -362,42 +362,83 @@ def op_block(op, rows):
             "avg_busbw_gbps": average_busbw(rows), "rows": rows}
 
 
+# The check each finding of judge() belongs to: a gate or pair below its
+# figure is the fabric's bandwidth (busbw_gate); a size or pair not measured
+# or with wrong elements is the benchmark's own result (bench_result).
+FINDING_CHECKS = {
+    "below_gate": "busbw_gate",
+    "gate_not_measured": "busbw_gate",
+    "slow_pair": "busbw_gate",
+    "not_measured": "bench_result",
+    "wrong_elements": "bench_result",
+}
+
+
+def _finding(kind, where, message, **figures):
+    finding = {"check": FINDING_CHECKS[kind], "kind": kind, "where": where, "message": "%s: %s" % (where, message)}
+    finding.update(figures)
+    return finding
+
+
+def _row_findings(op, row):
+    where = "%s %s" % (op, format_size(row["requested_size"]))
+    found = []
+    if row["status"] != "measured":
+        found.append(_finding("not_measured", where, "not measured (%s)" % (row.get("note") or "no reason given"),
+                              op=op, size=row["requested_size"]))
+    elif row["wrong"]:
+        found.append(_finding("wrong_elements", where, _plural(row["wrong"], "wrong element"),
+                              op=op, size=row["requested_size"], wrong=row["wrong"]))
+    row_gate = row.get("gate")
+    if row_gate and row_gate["status"] == "fail":
+        found.append(_finding("below_gate", where, "busbw %.2f GB/s is below the gate of %g GB/s" % (
+            row["busbw_gbps"], row_gate["min_busbw_gbps"]), op=op, size=row["requested_size"],
+            busbw_gbps=row["busbw_gbps"], min_busbw_gbps=row_gate["min_busbw_gbps"]))
+    elif row_gate and row_gate["status"] == "not-measured":
+        found.append(_finding("gate_not_measured", where, "the gate of %g GB/s cannot pass, the size was not measured"
+                              % row_gate["min_busbw_gbps"], op=op, size=row["requested_size"],
+                              min_busbw_gbps=row_gate["min_busbw_gbps"]))
+    return found
+
+
+def _pair_findings(pair):
+    where = "pair %s" % " - ".join(pair["nodes"])
+    if pair["status"] != "measured":
+        return [_finding("not_measured", where, "not measured (%s)" % (pair.get("note") or "no reason given"),
+                         nodes=pair["nodes"])]
+    found = []
+    if pair["wrong"]:
+        found.append(_finding("wrong_elements", where, _plural(pair["wrong"], "wrong element"),
+                              nodes=pair["nodes"], wrong=pair["wrong"]))
+    if pair.get("slow"):
+        found.append(_finding("slow_pair", where, "slow (%s)" % "; ".join(pair["reasons"]),
+                              nodes=pair["nodes"], busbw_gbps=pair.get("busbw_gbps")))
+    return found
+
+
 def judge(document):
-    """The reasons the run fails (empty when it passes): a size not
-    measured, wrong elements, a gate not passed, a slow or unmeasured pair."""
-    reasons = []
+    """Why the run fails (empty when it passes), one finding per reason:
+    a size not measured, wrong elements, a gate not passed, a slow or
+    unmeasured pair. Each names its check (FINDING_CHECKS), its kind, where
+    it was found, its figures and a message."""
+    found = []
     for op in document.get("ops") or {}:
         for row in document["ops"][op]["rows"]:
-            where = "%s %s" % (op, format_size(row["requested_size"]))
-            if row["status"] != "measured":
-                reasons.append("%s: not measured (%s)" % (where, row.get("note") or "no reason given"))
-            elif row["wrong"]:
-                reasons.append("%s: %s" % (where, _plural(row["wrong"], "wrong element")))
-            row_gate = row.get("gate")
-            if row_gate and row_gate["status"] == "fail":
-                reasons.append("%s: busbw %.2f GB/s is below the gate of %g GB/s" % (
-                    where, row["busbw_gbps"], row_gate["min_busbw_gbps"]))
-            elif row_gate and row_gate["status"] == "not-measured":
-                reasons.append("%s: the gate of %g GB/s cannot pass, the size was not measured" % (
-                    where, row_gate["min_busbw_gbps"]))
+            found.extend(_row_findings(op, row))
     for pair in document.get("pairs") or ():
-        where = "pair %s" % " - ".join(pair["nodes"])
-        if pair["status"] != "measured":
-            reasons.append("%s: not measured (%s)" % (where, pair.get("note") or "no reason given"))
-        elif pair["wrong"]:
-            reasons.append("%s: %s" % (where, _plural(pair["wrong"], "wrong element")))
-        if pair.get("slow") and pair["status"] == "measured":
-            reasons.append("%s: slow (%s)" % (where, "; ".join(pair["reasons"])))
-    return reasons
+        found.extend(_pair_findings(pair))
+    return found
 
 
 def finish_document(document):
-    """Adds the verdict (pass/fail), its reasons, the wrong-element total,
-    and ``results`` in the shape throughput_report reads."""
-    reasons = judge(document)
-    document["reasons"] = reasons
-    document["verdict"] = "fail" if reasons else "pass"
-    document["passed"] = not reasons
+    """Adds the verdict (pass/fail), its findings and their messages as
+    ``reasons``, the wrong-element total, and ``results`` in the shape
+    throughput_report reads."""
+    findings = judge(document)
+    document["findings"] = findings
+    document["reasons"] = [finding["message"] for finding in findings]
+    document["verdict"] = "fail" if findings else "pass"
+    document["passed"] = not findings
     wrong = 0
     for block in (document.get("ops") or {}).values():
         wrong += sum(row["wrong"] or 0 for row in block["rows"])

@@ -635,12 +635,16 @@ def gather_topology(reader, nvidia_smi=None):
     if not binary:
         return {"available": False, "reason": "nvidia-smi not found"}
     returncode, output = topology_output(binary)
+    # What it printed and how it ended, kept whatever the outcome: a
+    # recording (node_record) replays both.
+    ran = {"nvidia_smi": binary, "exit_status": returncode, "raw": output}
     if returncode == -1:
-        return {"available": False, "reason": "%s topo -m: %s" % (binary, output)}
+        return dict(ran, available=False, reason="%s topo -m: %s" % (binary, output))
     if returncode != 0:
-        return {"available": False, "reason": "%s topo -m exited %d: %s" % (binary, returncode, output.strip()[:200])}
+        return dict(ran, available=False,
+                    reason="%s topo -m exited %d: %s" % (binary, returncode, output.strip()[:200]))
     parsed = parse_topology(output)
-    parsed.update({"available": True, "nvidia_smi": binary, "raw": output})
+    parsed.update(ran, available=True)
     return parsed
 
 

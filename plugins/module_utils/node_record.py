@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 import os
 import stat
 
-from .node_facts import NodeReader, find_nvidia_smi, gather_node_facts, topology_output
+from .node_facts import NodeReader, gather_node_facts
 
 __metaclass__ = type
 
@@ -165,10 +165,10 @@ def record_node(root, dest, nvidia_smi=None):
         raise ValueError("%s is not empty: record into a new directory" % dest)
     reader = RecordingReader(root, dest)
     facts = gather_node_facts(root, nvidia_smi=nvidia_smi, topology=True, reader=reader)
-    binary = find_nvidia_smi(NodeReader(root), nvidia_smi)
-    if binary:
-        # Asked again for what it printed and how it ended, failure included.
-        returncode, output = topology_output(binary)
+    topology = facts["topology"]
+    if "exit_status" in topology:
+        # What nvidia-smi topo -m printed and how it ended, failure included.
+        returncode, output = topology["exit_status"], topology["raw"]
         path = os.path.join(reader.dest, TOPOLOGY_FILE)
         _parent(path)
         with open(path, "w") as handle:

@@ -64,25 +64,35 @@ NOISE_SIGMAS = 3
 BASELINE_KIND = "mlinfra.multinode.throughput_baseline"
 BASELINE_VERSION = 1
 
-# The figure compared across runs, per format, in order of preference, and
-# its unit.
+# The figure compared across runs, per format, in order of preference:
+# per device where the log gives one, so that runs on different numbers of
+# devices compare; else the whole job's, which becomes per device where the
+# number of devices is known (the log's own, or the devices option).
 METRICS = {
     "torchtitan": ("tokens_per_sec_per_device",),
-    "composer": ("tokens_per_sec", "samples_per_sec", "batches_per_sec"),
+    "composer": ("tokens_per_sec_per_device", "samples_per_sec_per_device", "batches_per_sec_per_device",
+                 "tokens_per_sec", "samples_per_sec", "batches_per_sec"),
     "deepspeed": ("samples_per_sec",),
-    # Per device where the log says it (--log-throughput), so that runs on
-    # different numbers of GPUs compare; else the job's samples per second.
+    # --log-throughput's TFLOP/s per GPU; else the job's samples per second.
     "megatron": ("tflops_per_device", "samples_per_sec"),
     "benchmark": ("busbw",),
 }
 UNITS = {
     "tokens_per_sec_per_device": "tokens/s per device",
+    "samples_per_sec_per_device": "samples/s per device",
+    "batches_per_sec_per_device": "batches/s per device",
     "tokens_per_sec": "tokens/s",
     "samples_per_sec": "samples/s",
     "batches_per_sec": "batches/s",
     "tflops_per_device": "TFLOP/s per device",
     "busbw": "GB/s",
 }
+PER_DEVICE = "_per_device"
+# The whole job's figures, which a number of devices turns into per device.
+WHOLE_JOB = ("tokens_per_sec", "samples_per_sec", "batches_per_sec")
+# A whole-job figure over its per-device one is the number of devices when
+# within this of a whole number (Composer prints both, rounded).
+DEVICE_RATIO_TOLERANCE = 0.02
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NUMBER = r"[-+]?(?:[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|inf|nan)"
@@ -228,6 +238,20 @@ class ComposerParser:
 
     def result(self):
         return self.measurements, []
+
+    @property
+    def devices(self):
+        """How many devices ran the job: the whole job's figure over the
+        same figure per device, in the first measurement that has both."""
+        for measurement in self.measurements:
+            figures = measurement["figures"]
+            for whole in WHOLE_JOB:
+                each = figures.get(whole + PER_DEVICE)
+                if figures.get(whole) and each:
+                    ratio = figures[whole] / each
+                    if round(ratio) >= 1 and abs(ratio - round(ratio)) <= DEVICE_RATIO_TOLERANCE * ratio:
+                        return int(round(ratio))
+        return None
 
 
 class DeepSpeedParser:
@@ -453,7 +477,7 @@ def parse_lines(source_lines, fmt="auto", path="the log", not_benchmark=""):
     for parser in parsers:
         measurements, notes = parser.result()
         if measurements:
-            found.append((parser.name, measurements, notes))
+            found.append((parser.name, measurements, notes, getattr(parser, "devices", None)))
     if not found:
         if fmt == "auto":
             raise ThroughputError(
@@ -467,10 +491,11 @@ def parse_lines(source_lines, fmt="auto", path="the log", not_benchmark=""):
     # A log that mixes formats (one launcher's output wrapped in another's) is
     # read as the one with the most measurements.
     found.sort(key=lambda item: -len(item[1]))
-    name, measurements, notes = found[0]
+    name, measurements, notes, devices = found[0]
     if len(found) > 1:
         notes = notes + ["also has %s lines; read as %s" % (", ".join(other[0] for other in found[1:]), name)]
-    return {"format": name, "measurements": measurements, "notes": notes, "annotations": annotations}
+    return {"format": name, "measurements": measurements, "notes": notes, "annotations": annotations,
+            "devices": devices}
 
 
 def _metric_of(fmt, measurements):
@@ -517,13 +542,29 @@ def find_drop(steps, values, threshold, min_segment=MIN_SEGMENT, min_share=MIN_D
     return {"step": steps[split], "before": before, "after": after, "fraction": 1.0 - after / before}
 
 
-def summarize_run(path, parsed, warmup_steps=DEFAULT_WARMUP_STEPS, threshold=DEFAULT_THRESHOLD):
-    """One run's steady-state figures from its parsed log."""
+def run_devices(parsed, given):
+    """The number of devices of a run and where it comes from: the log's
+    own, else ``given`` (the devices option), else unknown (None)."""
+    found = parsed.get("devices")
+    if found:
+        warnings = [] if not given or given == found else [
+            "its log says %d devices ran it; that is used, not devices=%d" % (found, given)]
+        return found, "log", warnings
+    if given:
+        return given, "given", []
+    return None, None, []
+
+
+def summarize_run(path, parsed, warmup_steps=DEFAULT_WARMUP_STEPS, threshold=DEFAULT_THRESHOLD, devices=None):
+    """One run's steady-state figures from its parsed log; a whole job's
+    figure is divided by the run's number of devices where it is known."""
     stat = os.stat(path)
+    count, source, warnings = run_devices(parsed, devices)
     run = {
         "path": path, "format": parsed["format"], "mtime": stat.st_mtime,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stat.st_mtime)),
-        "warnings": [], "drop": None, "degraded": False, "reasons": [],
+        "warnings": warnings, "drop": None, "degraded": False, "reasons": [],
+        "devices": count, "devices_from": source,
     }
     if parsed["format"] == "benchmark":
         values = parsed["values"]
@@ -549,8 +590,12 @@ def summarize_run(path, parsed, warmup_steps=DEFAULT_WARMUP_STEPS, threshold=DEF
         run["warnings"].append("all %d measurements are within the first %d (warm-up) steps; the last one, at "
                                "step %d, is used" % (len(with_metric), warmup_steps, steady[0]["step"]))
     values = [m["figures"][metric] for m in steady]
+    if metric in WHOLE_JOB and count:
+        values = [value / count for value in values]
+        metric += PER_DEVICE
     names = sorted(set(key for m in steady for key in m["figures"]))
     figures = dict((key, median([m["figures"][key] for m in steady if key in m["figures"]])) for key in names)
+    figures[metric] = median(values)
     run.update({
         "metric": metric, "unit": UNITS[metric], "throughput": median(values), "figures": figures,
         "mfu": figures.get("mfu"), "measurements": len(measurements), "samples": len(values),
@@ -581,6 +626,21 @@ def robust_reference(values, threshold):
         centre = new_centre
 
 
+def _whole_job_warnings(runs):
+    """What comparing whole-job figures of an unknown number of devices
+    cannot tell: runs on more devices are faster without being better."""
+    whole = [run for run in runs if run["metric"] in WHOLE_JOB]
+    if not whole or len(runs) < 2:
+        return []
+    paths = ", ".join(run["path"] for run in whole)
+    if len(whole) < len(runs):
+        return ["%s: the whole job's %s and no number of devices in the log, so not compared with the runs "
+                "measured per device; give devices (the job's number of GPUs) to compare them"
+                % (paths, " and ".join(sorted(set(UNITS[run["metric"]] for run in whole))))]
+    return ["%s: whole-job figures, and the logs do not say how many devices ran them: compared as they are, "
+            "which holds only for runs on the same number of devices; give devices to compare per device" % paths]
+
+
 def judge_runs(runs, threshold=DEFAULT_THRESHOLD, given=None):
     """Set each run's degraded flag and reasons; return the baseline used
     per metric. given: {metric: {"value": ..., "source": ...}} from a saved
@@ -594,6 +654,7 @@ def judge_runs(runs, threshold=DEFAULT_THRESHOLD, given=None):
     if len(metrics) > 1:
         warnings.append("runs of %d different metrics (%s) are each compared only with runs of their own metric"
                         % (len(metrics), ", ".join(metrics)))
+    warnings.extend(_whole_job_warnings(runs))
     for metric in metrics:
         group = [run for run in runs if run["metric"] == metric]
         values = [run["throughput"] for run in group]
@@ -738,11 +799,14 @@ def expand_logs(patterns):
 
 
 def throughput_report(logs, fmt="auto", warmup_steps=DEFAULT_WARMUP_STEPS, threshold=DEFAULT_THRESHOLD,
-                      baseline=None, save_baseline=None):
+                      baseline=None, save_baseline=None, devices=None):
     """Everything the module and the command return, except whether the
     baseline file was written: the caller writes ``baseline_text`` (when
-    asked for) after deciding to. Raises ThroughputError before anything is
+    asked for) after deciding to. ``devices``: how many devices ran each
+    run whose log does not say. Raises ThroughputError before anything is
     written."""
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+        raise ThroughputError("devices is the number of GPUs each run used, 1 or more, got %r" % (devices,))
     if not 0 < threshold < 1:
         raise ThroughputError("threshold is a fraction between 0 and 1 (0.15 = 15%% below), got %s" % threshold)
     if warmup_steps < 0:
@@ -756,7 +820,7 @@ def throughput_report(logs, fmt="auto", warmup_steps=DEFAULT_WARMUP_STEPS, thres
             raise ThroughputError("the directory of save_baseline %s does not exist: create it first" % save_baseline)
         if not os.access(directory, os.W_OK):
             raise ThroughputError("cannot write save_baseline %s: %s is not writable" % (save_baseline, directory))
-    runs = [summarize_run(path, parse_log(path, fmt), warmup_steps, threshold) for path in expand_logs(logs)]
+    runs = [summarize_run(path, parse_log(path, fmt), warmup_steps, threshold, devices) for path in expand_logs(logs)]
     metrics = []
     for run in runs:
         if run["metric"] not in metrics:
@@ -828,8 +892,8 @@ def format_report(report):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="mlinfra-throughput-report",
-        description="Throughput of training runs from their logs (TorchTitan, Composer, DeepSpeed, the "
-                    "benchmark's JSON), and which runs are degraded. Exit status 1 when one is, 2 on bad input.")
+        description="Throughput of training runs from their logs (TorchTitan, Composer, DeepSpeed, Megatron-LM, "
+                    "the benchmark's JSON), and which runs are degraded. Exit status 1 when one is, 2 on bad input.")
     parser.add_argument("logs", nargs="*", help="log files or globs (quote globs)")
     parser.add_argument("--format", choices=FORMATS, default="auto", dest="fmt")
     parser.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS,
@@ -838,12 +902,14 @@ def main(argv=None):
                         help="fraction below the baseline that is degraded (default %(default)s)")
     parser.add_argument("--baseline", help="a throughput, or a baseline file written by --save-baseline")
     parser.add_argument("--save-baseline", metavar="PATH", help="write the normal runs' throughput here")
+    parser.add_argument("--devices", type=int, help="how many GPUs ran each run whose log does not say, to compare "
+                                                    "whole-job figures per device")
     parser.add_argument("--output", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
     try:
         report = throughput_report(args.logs, fmt=args.fmt, warmup_steps=args.warmup_steps,
                                    threshold=args.threshold, baseline=args.baseline,
-                                   save_baseline=args.save_baseline)
+                                   save_baseline=args.save_baseline, devices=args.devices)
     except ThroughputError as exc:
         sys.stderr.write("mlinfra-throughput-report: %s\n" % exc)
         return 2

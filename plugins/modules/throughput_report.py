@@ -36,11 +36,15 @@ description:
     reports them, for example
     C({\"collective\": \"all_reduce\", \"results\": [{\"size\": 8589934592, \"algbw\": 352.74, \"busbw\": 352.74}]}).
     Log files may be gzip-compressed (C(.gz))."
-  - "The figure compared: tokens/s per device for TorchTitan, tokens/s for Composer (samples/s or batches/s when
-    the model reports no tokens), samples/s of the global batch for DeepSpeed (C(CurrSamplesPerSec), the speed
-    of the step it is printed at), TFLOP/s per device for Megatron-LM (without C(--log-throughput), samples/s of
-    the global batch: the batch over the iteration's time), and for the benchmark the bus bandwidth at the largest message size (the
-    bandwidth-bound one; the small sizes measure latency). A run's throughput is the median of its
+  - "The figure compared, per device so that runs on different numbers of GPUs compare: tokens/s per device for
+    TorchTitan, Composer's C(throughput/device/tokens_per_sec) (samples/s or batches/s per device when the model
+    reports no tokens), TFLOP/s per device for Megatron-LM with C(--log-throughput), and for the benchmark the bus
+    bandwidth at the largest message size (the bandwidth-bound one; the small sizes measure latency). Figures of
+    the whole job, samples/s of the global batch for DeepSpeed (C(CurrSamplesPerSec), the speed of the step it
+    is printed at) and for Megatron-LM without C(--log-throughput) (the batch over the iteration's time), are
+    divided by the number of devices where it is known: the log's own (Composer prints both figures, whose ratio
+    it is), else O(devices). Where it is not, they are compared as they are, with a warning, and not with runs
+    measured per device. A run's throughput is the median of its
     measurements after the warm-up steps (O(warmup_steps)); RV(runs[].spread) is their median absolute
     deviation over the median."
   - "A run is degraded when its throughput is more than O(threshold) below the baseline of its metric, or when
@@ -101,6 +105,11 @@ options:
       - Compare with this instead of the runs' own robust median. Either a throughput in the unit of the runs'
         metric (only for runs of a single metric), or the path of a file written by O(save_baseline) earlier.
     type: raw
+  devices:
+    description:
+      - How many GPUs ran each run whose log does not say, to compare figures of the whole job per device. A log
+        that says it wins, with a warning when it differs.
+    type: int
   save_baseline:
     description:
       - Write a baseline file here, JSON with, per metric, the median throughput of this task's runs that are
@@ -179,17 +188,24 @@ runs:
       type: str
     metric:
       description: >-
-        The figure compared: V(tokens_per_sec_per_device), V(tokens_per_sec), V(samples_per_sec),
-        V(batches_per_sec) or V(busbw).
+        The figure compared: V(tokens_per_sec_per_device), V(samples_per_sec_per_device),
+        V(batches_per_sec_per_device), V(tflops_per_device), V(busbw), or a whole job's V(tokens_per_sec),
+        V(samples_per_sec) or V(batches_per_sec) when the number of devices is not known.
+      type: str
+    devices:
+      description: How many devices ran the run; null when neither its log nor O(devices) says.
+      type: int
+    devices_from:
+      description: Where RV(runs[].devices) comes from, V(log) or V(given); null when unknown.
       type: str
     unit:
       description: Its unit.
       type: str
-      sample: tokens/s
+      sample: tokens/s per device
     throughput:
       description: The run's steady-state value of RV(runs[].metric), the median after the warm-up steps.
       type: float
-      sample: 55803.1245
+      sample: 3487.6953
     figures:
       description: >-
         Median after the warm-up of every figure the log has (for Composer for example tokens_per_sec,
@@ -256,7 +272,7 @@ runs:
       description: Why it is degraded; empty when it is not.
       type: list
       elements: str
-      sample: ["34.1% below the baseline 55812.9 tokens/s (threshold 15%)"]
+      sample: ["34.1% below the baseline 3488.31 tokens/s per device (threshold 15%)"]
     notes:
       description: How the log was read (ranks, lines ignored as hand-written annotations, and so on).
       type: list
@@ -270,7 +286,7 @@ baseline:
   returned: always
   type: dict
   sample:
-    tokens_per_sec: {value: 55812.9376, unit: tokens/s, source: runs, runs: 2, of_runs: 4, spread: 0.00018}
+    tokens_per_sec_per_device: {value: 3488.3086, unit: tokens/s per device, source: runs, runs: 2, of_runs: 4, spread: 0.00018}
   contains:
     value:
       description: The baseline throughput.
@@ -373,6 +389,7 @@ def argument_spec():
         threshold=dict(type="float", default=DEFAULT_THRESHOLD),
         baseline=dict(type="raw"),
         save_baseline=dict(type="path"),
+        devices=dict(type="int"),
         fail_on_degraded=dict(type="bool", default=False),
     )
 
@@ -383,7 +400,7 @@ def main():
     try:
         report = throughput_report(params["logs"], fmt=params["format"], warmup_steps=params["warmup_steps"],
                                    threshold=params["threshold"], baseline=params["baseline"],
-                                   save_baseline=params["save_baseline"])
+                                   save_baseline=params["save_baseline"], devices=params["devices"])
     except ThroughputError as exc:
         module.fail_json(msg=str(exc), changed=False)
     text = report.pop("baseline_text")

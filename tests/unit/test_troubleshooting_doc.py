@@ -1,21 +1,17 @@
 """docs/troubleshooting.md has a section for every check verify-rdma.yml
 can report: the node and in-pod checks (node_checks), NCCL's transport
-(nccl_log) and the benchmark's own (roles/verify/tasks/bench.yml)."""
+(nccl_log) and the benchmark's own (collective_bench, verdicts)."""
 
 import os
 import re
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import nccl_log, node_checks
+from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench, nccl_log, node_checks, verdicts
 from conftest import REPO
 
 
 def bench_check_names():
-    with open(os.path.join(REPO, "roles", "verify", "tasks", "bench.yml")) as handle:
-        text = handle.read()
-    names = set()
-    # {'name': 'a', ...} and {'name': 'a' if <condition> else 'b', ...}
-    for first, second in re.findall(r"'name': '([a-z0-9_]+)'(?: if [^,]*? else '([a-z0-9_]+)')?", text):
-        names.update(name for name in (first, second) if name)
+    """The benchmark's checks verify-rdma.yml reports (verdicts.bench_verdict)."""
+    names = set(collective_bench.FINDING_CHECKS.values()) | {verdicts.BENCH_RUN}
     assert {"bench_run", "busbw_gate", "bench_result"} <= names
     return names
 

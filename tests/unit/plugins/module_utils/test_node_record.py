@@ -97,3 +97,19 @@ def test_the_command_records_into_a_new_directory_only(tmp_path, capsys):
                            "--record", str(tmp_path / "again"), "--mode", "tcp"], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0 and os.path.isfile(str(tmp_path / "again" / "proc" / "cmdline")), proc.stderr
+
+
+def test_nvidia_smi_is_asked_once_and_its_failure_replayed(tmp_path, snapshot_copy):
+    node = snapshot_copy("healthy-roce-h100")
+    calls = tmp_path / "calls"
+    failing = node / "usr" / "bin" / "nvidia-smi"
+    # Runs (--help answers), but its topology fails.
+    failing.write_text("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho \"$@\" >> %s\necho 'Failed to initialize "
+                       "NVML: Driver/library version mismatch' >&2\nexit 9\n" % calls)
+    failing.chmod(0o755)
+    facts = record_node(str(node), str(tmp_path / "snapshot"))
+    assert calls.read_text() == "topo -m\n"
+    assert facts["topology"]["available"] is False and "exited 9" in facts["topology"]["reason"]
+    replayed = node_check_report(str(tmp_path / "snapshot"), mode="rdma")["facts"]["topology"]
+    assert (replayed["exit_status"], replayed["available"]) == (9, False)
+    assert "Driver/library version mismatch" in replayed["reason"]

@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 
 import pytest
@@ -32,14 +33,16 @@ SHARED_COMPOSER = os.path.join(REPO, "..", "shared", "data", "composer-logs")
 
 GOOD = ["composer-gpu-1-good.log", "composer-gpu-2-good.log"]
 BAD = ["composer-gpu-1-bad.log", "composer-gpu-2-bad.log"]
-# Train throughput/tokens_per_sec and Train throughput/device/mfu of each
-# real run, as printed in its log.
+# Train throughput/tokens_per_sec, Train throughput/device/tokens_per_sec
+# and Train throughput/device/mfu of each real run (16 GPUs), as printed in
+# its log.
 COMPOSER_FIGURES = {
-    "composer-gpu-1-good.log": (55803.1245, 0.4826),
-    "composer-gpu-2-good.log": (55822.7507, 0.4828),
-    "composer-gpu-1-bad.log": (36769.6582, 0.3180),
-    "composer-gpu-2-bad.log": (36656.8598, 0.3170),
+    "composer-gpu-1-good.log": (55803.1245, 3487.6953, 0.4826),
+    "composer-gpu-2-good.log": (55822.7507, 3488.9219, 0.4828),
+    "composer-gpu-1-bad.log": (36769.6582, 2298.1036, 0.3180),
+    "composer-gpu-2-bad.log": (36656.8598, 2291.0537, 0.3170),
 }
+GOOD_PER_DEVICE = (3487.6953 + 3488.9219) / 2
 DEEPSPEED_NORMAL = ["deepspeed-normal-1.log", "deepspeed-normal-2.log", "deepspeed-normal-3.log"]
 TITAN_NORMAL = ["torchtitan-normal-1.log", "torchtitan-normal-2.log", "torchtitan-normal-3.log"]
 
@@ -71,12 +74,15 @@ def test_fixtures_are_the_shared_real_logs():
 @pytest.mark.parametrize("name", sorted(COMPOSER_FIGURES))
 def test_real_composer_logs_give_their_printed_figures(name):
     run = summarize_run(composer(name), parse_log(composer(name)))
-    tokens, mfu = COMPOSER_FIGURES[name]
-    assert run["format"] == "composer" and run["metric"] == "tokens_per_sec" and run["unit"] == "tokens/s"
-    assert run["throughput"] == tokens and run["mfu"] == mfu
+    tokens, per_device, mfu = COMPOSER_FIGURES[name]
+    # Per device, so that runs on different numbers of GPUs compare; the
+    # log's two figures say how many ran it.
+    assert run["format"] == "composer" and run["metric"] == "tokens_per_sec_per_device"
+    assert run["unit"] == "tokens/s per device" and (run["devices"], run["devices_from"]) == (16, "log")
+    assert run["throughput"] == per_device and run["mfu"] == mfu
     assert run["first_step"] == run["last_step"] == run["steady_from_step"] == 11
     assert run["samples"] == run["measurements"] == 1 and run["spread"] is None and run["drop"] is None
-    assert run["figures"]["tokens_per_sec_per_device"] == pytest.approx(tokens / 16, rel=1e-4)
+    assert run["figures"]["tokens_per_sec"] == tokens
     assert set(run["figures"]) >= {"samples_per_sec", "batches_per_sec", "flops_per_sec", "flops_per_sec_per_device"}
     # The hand-written "# GOOD ..." / "# BAD ..." lines around the figure.
     assert "2 line(s) starting with '#' ignored as annotations" in run["notes"]
@@ -93,22 +99,22 @@ def test_annotation_lines_are_not_log_content(tmp_path):
     forged.write_bytes(b"\r\n".join(
         line.replace(b"# BAD BAD", b"# Train throughput/tokens_per_sec: 99999 BAD") for line in lines))
     runs = [summarize_run(str(path), parse_log(str(path))) for path in (without, forged)]
-    assert [run["throughput"] for run in runs] == [36769.6582, 36769.6582]
+    assert [run["throughput"] for run in runs] == [2298.1036, 2298.1036]
 
 
 def test_real_composer_runs_degraded_ones_flagged_normal_ones_not():
     result = report([log("composer", "*.log")])
     assert verdicts(result) == {"composer-gpu-1-bad.log": True, "composer-gpu-1-good.log": False,
                                 "composer-gpu-2-bad.log": True, "composer-gpu-2-good.log": False}
-    baseline = result["baseline"]["tokens_per_sec"]
-    assert baseline["value"] == pytest.approx((55803.1245 + 55822.7507) / 2)
+    baseline = result["baseline"]["tokens_per_sec_per_device"]
+    assert baseline["value"] == pytest.approx(GOOD_PER_DEVICE)
     assert (baseline["source"], baseline["runs"], baseline["of_runs"]) == ("runs", 2, 4)
     below = dict((os.path.basename(run["path"]), run["below_baseline"]) for run in result["runs"])
-    assert below["composer-gpu-1-bad.log"] == pytest.approx(0.3412, abs=1e-4)
-    assert below["composer-gpu-2-bad.log"] == pytest.approx(0.3432, abs=1e-4)
+    assert below["composer-gpu-1-bad.log"] == pytest.approx(0.3412, abs=2e-4)
+    assert below["composer-gpu-2-bad.log"] == pytest.approx(0.3432, abs=2e-4)
     assert abs(below["composer-gpu-1-good.log"]) < 0.001 and abs(below["composer-gpu-2-good.log"]) < 0.001
     bad = [run for run in result["runs"] if run["degraded"]]
-    assert bad[0]["reasons"] == ["34.1% below the baseline 55812.9 tokens/s (threshold 15%)"]
+    assert bad[0]["reasons"] == ["34.1% below the baseline 3488.31 tokens/s per device (threshold 15%)"]
     assert result["warnings"] == []
 
 
@@ -133,8 +139,8 @@ def test_with_most_runs_degraded_only_a_baseline_tells(tmp_path):
     judged = report([composer(name) for name in names], baseline=str(saved))
     assert verdicts(judged) == {"composer-gpu-1-good.log": False, "composer-gpu-1-bad.log": True,
                                 "composer-gpu-2-bad.log": True}
-    assert judged["baseline"]["tokens_per_sec"]["source"] == str(saved)
-    assert judged["baseline"]["tokens_per_sec"]["runs"] == 2
+    assert judged["baseline"]["tokens_per_sec_per_device"]["source"] == str(saved)
+    assert judged["baseline"]["tokens_per_sec_per_device"]["runs"] == 2
 
 
 def test_a_saved_baseline_judges_a_single_run(tmp_path):
@@ -143,16 +149,16 @@ def test_a_saved_baseline_judges_a_single_run(tmp_path):
     saved.write_text(first["baseline_text"])
     document = json.loads(first["baseline_text"])
     assert document["kind"] == "mlinfra.multinode.throughput_baseline" and document["version"] == 1
-    entry = document["baselines"]["tokens_per_sec"]
-    assert entry["value"] == pytest.approx(55812.9376) and entry["unit"] == "tokens/s"
+    entry = document["baselines"]["tokens_per_sec_per_device"]
+    assert entry["value"] == pytest.approx(GOOD_PER_DEVICE) and entry["unit"] == "tokens/s per device"
     assert [os.path.basename(run["path"]) for run in entry["runs"]] == GOOD
     for name in GOOD + BAD:
         alone = report([composer(name)], baseline=str(saved))
         assert verdicts(alone) == {name: name in BAD}
         assert alone["warnings"] == []
     # A number does the same.
-    assert verdicts(report([composer(BAD[0])], baseline=55812.9)) == {BAD[0]: True}
-    assert verdicts(report([composer(BAD[0])], baseline="55812.9")) == {BAD[0]: True}
+    assert verdicts(report([composer(BAD[0])], baseline=3488.3)) == {BAD[0]: True}
+    assert verdicts(report([composer(BAD[0])], baseline="3488.3")) == {BAD[0]: True}
     # Without a baseline a single run is compared with itself only, and told so.
     alone = report([composer(BAD[0])])
     assert verdicts(alone) == {BAD[0]: False}
@@ -163,15 +169,15 @@ def test_baseline_is_saved_from_the_normal_runs_only(tmp_path):
     target = str(tmp_path / "baseline.json")
     result = report([log("composer", "*.log")], save_baseline=target)
     assert not os.path.exists(target)   # the caller writes it
-    entry = json.loads(result["baseline_text"])["baselines"]["tokens_per_sec"]
+    entry = json.loads(result["baseline_text"])["baselines"]["tokens_per_sec_per_device"]
     assert [os.path.basename(run["path"]) for run in entry["runs"]] == GOOD
     assert render_baseline(json.loads(result["baseline_text"])) == result["baseline_text"]
-    with pytest.raises(ThroughputError, match="every tokens_per_sec run is degraded: nothing normal to save"):
-        report([composer(name) for name in BAD], baseline=55812.9, save_baseline=target)
+    with pytest.raises(ThroughputError, match="every tokens_per_sec_per_device run is degraded: nothing normal"):
+        report([composer(name) for name in BAD], baseline=3488.3, save_baseline=target)
 
 
-def fake_runs(values, metric="tokens_per_sec"):
-    return [{"path": "run-%02d.log" % index, "metric": metric, "unit": "tokens/s", "throughput": value,
+def fake_runs(values, metric="tokens_per_sec_per_device"):
+    return [{"path": "run-%02d.log" % index, "metric": metric, "unit": "tokens/s per device", "throughput": value,
              "drop": None, "reasons": [], "degraded": False} for index, value in enumerate(values)]
 
 
@@ -373,7 +379,7 @@ def test_gzip_logs(tmp_path):
     with open(composer("composer-gpu-1-good.log"), "rb") as source, gzip.open(str(packed), "wb") as target:
         shutil.copyfileobj(source, target)
     run = summarize_run(str(packed), parse_log(str(packed)))
-    assert run["format"] == "composer" and run["throughput"] == 55803.1245
+    assert run["format"] == "composer" and run["throughput"] == 3487.6953
 
 
 def test_warmup_steps():
@@ -394,10 +400,78 @@ def test_warmup_steps():
 
 def test_formats_of_different_metrics_are_judged_apart():
     result = report([composer(GOOD[0]), log("deepspeed", "deepspeed-normal-1.log")])
-    assert sorted(result["baseline"]) == ["samples_per_sec", "tokens_per_sec"]
-    assert "runs of 2 different metrics (tokens_per_sec, samples_per_sec)" in result["warnings"][0]
+    assert sorted(result["baseline"]) == ["samples_per_sec", "tokens_per_sec_per_device"]
+    assert "runs of 2 different metrics (tokens_per_sec_per_device, samples_per_sec)" in result["warnings"][0]
+    # DeepSpeed's samples/s are the whole job's, and its log does not say on
+    # how many devices: it cannot be put beside a run measured per device.
+    assert result["warnings"][1] == (
+        "%s: the whole job's samples/s and no number of devices in the log, so not compared with the runs measured "
+        "per device; give devices (the job's number of GPUs) to compare them" % log("deepspeed", "deepspeed-normal-1.log"))
     with pytest.raises(ThroughputError, match="a numeric baseline is for runs of one metric"):
         report([composer(GOOD[0]), log("deepspeed", "deepspeed-normal-1.log")], baseline=100)
+
+
+def composer_on(tmp_path, name, devices, keep_device_lines=True):
+    """The real 16-GPU Composer log as the same job on ``devices`` GPUs
+    would print it at the same speed per device: every whole-job figure
+    scaled, the per-device ones kept. Written here from the real one; no
+    real log of one job at two scales was found."""
+    with open(composer(name), "rb") as handle:
+        lines = handle.read().split(b"\r\n")
+    scaled = []
+    for line in lines:
+        found = re.match(rb"^(\s*Train throughput/)((?:tokens|samples|batches|flops)_per_sec): (\S+)$", line)
+        if found:
+            line = b"%s%s: %.4f" % (found.group(1), found.group(2), float(found.group(3)) * devices / 16)
+        elif b"Train throughput/device/" in line and not keep_device_lines:
+            continue
+        scaled.append(line)
+    path = tmp_path / ("%dgpu-%s" % (devices, name))
+    path.write_bytes(b"\r\n".join(scaled))
+    return str(path)
+
+
+def test_runs_on_different_numbers_of_gpus_are_compared_per_device(tmp_path):
+    eight = composer_on(tmp_path, GOOD[0], 8)
+    result = report([eight, composer(GOOD[1]), composer(BAD[0])])
+    runs = dict((os.path.basename(run["path"]), run) for run in result["runs"])
+    # Half the tokens/s of the 16-GPU runs, and as fast per device: normal.
+    assert runs["8gpu-composer-gpu-1-good.log"]["figures"]["tokens_per_sec"] == pytest.approx(55803.1245 / 2)
+    assert [(run["devices"], run["degraded"]) for run in runs.values()] == [(8, False), (16, False), (16, True)]
+    assert result["warnings"] == []
+
+
+def test_whole_job_figures_without_a_device_count_are_said_to_be_so(tmp_path):
+    eight = composer_on(tmp_path, GOOD[0], 8, keep_device_lines=False)
+    sixteen = composer_on(tmp_path, GOOD[1], 16, keep_device_lines=False)
+    result = report([eight, sixteen])
+    # Compared as whole-job figures the 8-GPU run looks degraded; the report
+    # says why that comparison may not hold.
+    assert [run["metric"] for run in result["runs"]] == ["tokens_per_sec", "tokens_per_sec"]
+    assert result["degraded"] == [eight]
+    assert result["warnings"][-1] == (
+        "%s, %s: whole-job figures, and the logs do not say how many devices ran them: compared as they are, which "
+        "holds only for runs on the same number of devices; give devices to compare per device" % (eight, sixteen))
+    # Against a run measured per device they are not compared at all.
+    mixed = report([eight, composer(GOOD[1])])
+    assert sorted(mixed["baseline"]) == ["tokens_per_sec", "tokens_per_sec_per_device"]
+    assert mixed["warnings"][1].startswith("%s: the whole job's tokens/s and no number of devices in the log" % eight)
+
+
+def test_devices_given_turn_whole_job_figures_into_per_device_ones(tmp_path):
+    path = log("deepspeed", "deepspeed-normal-1.log")
+    alone = summarize_run(path, parse_log(path))
+    halved = report([path], devices=2)["runs"][0]
+    assert (halved["metric"], halved["unit"], halved["devices"], halved["devices_from"]) == (
+        "samples_per_sec_per_device", "samples/s per device", 2, "given")
+    assert halved["throughput"] == pytest.approx(alone["throughput"] / 2)
+    # A log that says its count wins over the option, with a warning.
+    run = report([composer(GOOD[0])], devices=8)["runs"][0]
+    assert (run["devices"], run["devices_from"], run["throughput"]) == (16, "log", 3487.6953)
+    assert run["warnings"] == ["its log says 16 devices ran it; that is used, not devices=8"]
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ThroughputError, match="devices is the number of GPUs each run used, 1 or more"):
+            report([path], devices=bad)
 
 
 def test_a_file_in_no_known_format(tmp_path):

@@ -42,13 +42,14 @@ def test_real_composer_runs_through_ansible():
     assert sorted(result["degraded"]) == sorted(BAD)
     assert dict((run["path"], run["degraded"]) for run in result["runs"]) == dict(
         [(path, False) for path in GOOD] + [(path, True) for path in BAD])
-    baseline = result["baseline"]["tokens_per_sec"]
-    assert round(baseline["value"], 4) == 55812.9376 and baseline["source"] == "runs"
+    baseline = result["baseline"]["tokens_per_sec_per_device"]
+    assert round(baseline["value"], 4) == 3488.3086 and baseline["source"] == "runs"
     assert (result["threshold"], result["warmup_steps"]) == (0.15, 10)
     assert "baseline_file" not in result and not result.get("warnings")
     run = [run for run in result["runs"] if run["path"] == BAD[0]][0]
-    assert run["throughput"] == 36769.6582 and run["mfu"] == 0.318 and run["unit"] == "tokens/s"
-    assert run["reasons"] == ["34.1% below the baseline 55812.9 tokens/s (threshold 15%)"]
+    assert run["throughput"] == 2298.1036 and run["mfu"] == 0.318 and run["unit"] == "tokens/s per device"
+    assert run["devices"] == 16 and run["figures"]["tokens_per_sec"] == 36769.6582
+    assert run["reasons"] == ["34.1% below the baseline 3488.31 tokens/s per device (threshold 15%)"]
 
 
 def test_save_baseline_only_outside_check_mode_then_idempotent(tmp_path):
@@ -62,13 +63,13 @@ def test_save_baseline_only_outside_check_mode_then_idempotent(tmp_path):
     with open(target) as handle:
         saved = json.load(handle)
     assert saved == written["baseline_file"]["content"]
-    assert round(saved["baselines"]["tokens_per_sec"]["value"], 4) == 55812.9376
+    assert round(saved["baselines"]["tokens_per_sec_per_device"]["value"], 4) == 3488.3086
     again = module(args)
     assert again["changed"] is False and again["baseline_file"]["written"] is False
     assert module(args, check=True)["changed"] is False
     # A later single run against the saved baseline.
     bad = module({"logs": [BAD[1]], "baseline": target})
-    assert bad["degraded"] == [BAD[1]] and bad["baseline"]["tokens_per_sec"]["source"] == target
+    assert bad["degraded"] == [BAD[1]] and bad["baseline"]["tokens_per_sec_per_device"]["source"] == target
     good = module({"logs": [GOOD[0]], "baseline": target})
     assert good["degraded"] == [] and good["changed"] is False
 
@@ -85,7 +86,7 @@ def test_fail_on_degraded_fails_and_writes_nothing(tmp_path):
     target = str(tmp_path / "baseline.json")
     result = module({"logs": GOOD + [BAD[0]], "fail_on_degraded": True, "save_baseline": target})
     assert result["failed"] is True and result["changed"] is False
-    assert result["msg"] == "1 of 3 run(s) degraded: %s: 34.1%% below the baseline 55812.9 tokens/s " \
+    assert result["msg"] == "1 of 3 run(s) degraded: %s: 34.1%% below the baseline 3488.31 tokens/s per device " \
                             "(threshold 15%%)" % BAD[0]
     assert result["degraded"] == [BAD[0]] and not os.path.exists(target)
     assert not module({"logs": GOOD, "fail_on_degraded": True}).get("failed")
@@ -114,7 +115,7 @@ def test_errors_name_the_path_and_the_fix_and_write_nothing(tmp_path):
         ({"logs": [str(unknown)]}, "%s is in no known format" % unknown),
         ({"logs": GOOD, "threshold": 15}, "threshold is a fraction between 0 and 1"),
         ({"logs": GOOD, "baseline": str(tmp_path / "none.json")}, "cannot read the baseline file"),
-        ({"logs": BAD, "baseline": 55812.9}, "every tokens_per_sec run is degraded: nothing normal to save"),
+        ({"logs": BAD, "baseline": 3488.3}, "every tokens_per_sec_per_device run is degraded: nothing normal to save"),
         ({"logs": GOOD, "format": "benchmark"}, "is not valid JSON"),
     ]
     for args, message in cases:
@@ -140,11 +141,11 @@ def test_command_without_ansible(tmp_path):
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["run", "format", "throughput", "unit", "vs", "base", "mfu", "steps", "verdict"]
-    assert lines[1].split()[:7] == ["composer-gpu-1-bad.log", "composer", "36769.7", "tokens/s", "-34.1%", "0.318",
-                                    "11-11"]
-    assert "DEGRADED: 34.1% below the baseline 55812.9 tokens/s (threshold 15%)" in lines[1]
+    assert lines[1].split()[:9] == ["composer-gpu-1-bad.log", "composer", "2298.1", "tokens/s", "per", "device",
+                                    "-34.1%", "0.318", "11-11"]
+    assert "DEGRADED: 34.1% below the baseline 3488.31 tokens/s per device (threshold 15%)" in lines[1]
     assert lines[2].endswith("  ok")
-    assert "baseline tokens_per_sec: 55812.9 tokens/s (robust median of 2 of 4 runs); degraded when more than " \
+    assert "baseline tokens_per_sec_per_device: 3488.31 tokens/s per device (robust median of 2 of 4 runs); degraded when more than " \
            "15% below" in proc.stdout
     assert "4 run(s), 2 degraded" in proc.stdout
     # The same report as the module, as JSON.
@@ -169,6 +170,6 @@ def test_documentation_renders():
                           universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["mlinfra.multinode.throughput_report"]["doc"]
-    assert sorted(doc["options"]) == ["baseline", "fail_on_degraded", "format", "logs", "save_baseline", "threshold",
+    assert sorted(doc["options"]) == ["baseline", "devices", "fail_on_degraded", "format", "logs", "save_baseline", "threshold",
                                       "warmup_steps"]
     assert doc["options"]["threshold"]["default"] == 0.15 and doc["options"]["warmup_steps"]["default"] == 10

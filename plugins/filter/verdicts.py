@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""The verdict filters: the roles' only way to a verdict. Each filter is
+documented beside this file (node_verdicts.yml, ...); the rules are in
+plugins/module_utils/verdicts.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils import verdicts
+
+
+def _list(value, name):
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AnsibleFilterError("%s takes a list, got %s" % (name, type(value).__name__))
+    return value
+
+
+def node_verdicts(nodes, probes, execs, timeout, namespace, not_probed=None):
+    return verdicts.node_verdicts(_list(nodes, "node_verdicts"), _list(probes, "probes"), _list(execs, "execs"),
+                                  timeout, namespace, not_probed)
+
+
+def pod_verdicts(execs, detected, replicas, app_name):
+    return verdicts.pod_verdicts(_list(execs, "pod_verdicts"), _list(detected, "detected"), replicas, app_name)
+
+
+def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False):
+    return verdicts.bench_verdict(_list(execs, "bench_verdict"), blocker, _list(thresholds, "thresholds"), pairwise)
+
+
+def verify_report(meta, nodes, pods, bench, notes, previous):
+    return verdicts.verify_report(_list(nodes, "nodes"), _list(pods, "pods"), bench, _list(notes, "notes"),
+                                  previous or {}, meta)
+
+
+def fabric_fitness(report, fail_on):
+    try:
+        return verdicts.fabric_fitness(report, fail_on)
+    except ValueError as error:
+        raise AnsibleFilterError("%s; fix the -e value or the inventory's group_vars" % error)
+
+
+def run_state(pods):
+    return verdicts.run_state(_list(pods, "run_state"))
+
+
+def job_run_state(pods, replicas, seen_before):
+    return verdicts.job_run_state(_list(pods, "job_run_state"), replicas, seen_before)
+
+
+def soak_report(meta, runs, judged):
+    return verdicts.soak_report(_list(runs, "soak_report"), _list(judged, "judged"), meta)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "node_verdicts": node_verdicts,
+            "pod_verdicts": pod_verdicts,
+            "bench_verdict": bench_verdict,
+            "verify_report": verify_report,
+            "fabric_fitness": fabric_fitness,
+            "run_state": run_state,
+            "job_run_state": job_run_state,
+            "soak_report": soak_report,
+        }

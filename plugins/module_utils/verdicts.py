@@ -1,0 +1,375 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""Every verdict verify-rdma.yml and train.yml give, decided in one place.
+
+The node checks (node_checks), NCCL's transport (nccl_log) and the
+collective benchmark (collective_bench) each judge what they measured; this
+module turns their results, as the roles collect them from the pods, into
+the verdicts the operator reads: one per node, per training pod and for the
+benchmark, the report's overall verdict with what changed since the
+previous run, whether the fabric is fit to train on, and the state of a
+training run. The roles only present what it returns (the filters of
+plugins/filter/verdicts.py).
+
+A verdict is ``pass``, ``warn``, ``fail`` or ``not-checked``; each carries
+its findings, ``{name, status, message, remediation, evidence}``. A check
+that could not be measured is never a pass: a source none of whose checks
+measured anything, a probe that did not run, a benchmark that gave no
+document are ``not-checked``, which only ``fail`` outranks.
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
+# A check's own status when it does not apply (node_checks.SKIP).
+SKIP = "skip"
+# Worst first: a failure outranks a check that could not be made, which
+# outranks a warning.
+SEVERITY = (FAIL, NOT_CHECKED, WARN, PASS)
+# verify_fail_on: the verdicts that make the fabric unfit.
+FAIL_ON_LEVELS = {"fail": (FAIL, NOT_CHECKED), "warn": (FAIL, NOT_CHECKED, WARN), "never": ()}
+
+# The benchmark's own checks, beside collective_bench.FINDING_CHECKS and
+# nccl_log's transport check.
+BENCH_RUN = "bench_run"
+# How a pairwise run's slow pair is fixed, and how to find it without one.
+GATE_FIX_PAIRWISE = "a pair of pods is slower than the others: see the suspect node and the node findings"
+GATE_FIX_SWEEP = ("run verify-rdma.yml -e verify_bench_pairwise=true to measure every pair of pods and name the "
+                  "slow node")
+
+# The states of a training run (mlinfra-train status and the Job modes).
+RUNNING, SUCCEEDED, STOPPED, FAILED = "running", "succeeded", "stopped", "failed"
+NO_ANSWER = "no answer"
+
+
+def worst_of(statuses):
+    """The worst of ``statuses`` by SEVERITY (a check's ``skip`` counts as
+    nothing); ``not-checked`` when none of them measured anything."""
+    present = set(statuses)
+    for status in SEVERITY:
+        if status in present:
+            return status
+    return NOT_CHECKED
+
+
+def finding(name, status, message, remediation=None, evidence=None):
+    """One finding as every report shows it."""
+    return {"name": name, "status": status, "message": message, "remediation": remediation or None,
+            "evidence": list(evidence or [])}
+
+
+def _evidence(check):
+    """The quoted lines a check kept: nccl_log keeps them per question in
+    data.evidence, others may give a list of lines."""
+    kept = check.get("evidence")
+    if kept is None:
+        kept = (check.get("data") or {}).get("evidence") if isinstance(check.get("data"), dict) else None
+    if isinstance(kept, dict):
+        kept = [line for lines in kept.values() for line in (lines or [])]
+    return [line for line in kept or [] if isinstance(line, str)]
+
+
+def check_findings(checks):
+    """The failed and warned checks of one source, as findings."""
+    return [finding(check["name"], check["status"], check.get("message"), check.get("remediation"), _evidence(check))
+            for check in checks if check.get("status") in (FAIL, WARN)]
+
+
+def checks_verdict(document):
+    """The verdict of one mlinfra-node-check JSON document: the worst of its
+    checks, or not-checked with the reason when none measured anything."""
+    checks = document.get("checks") or []
+    status = worst_of(check.get("status") for check in checks)
+    error = None if status != NOT_CHECKED else "no check could be made (%d skipped)" % len(checks)
+    return {"status": status, "checks": check_findings(checks), "summary": document.get("summary"), "error": error}
+
+
+def _exec_failure(found):
+    """Why an exec gave no JSON document."""
+    return found.get("error") or (found.get("stderr") or "").strip() or "no output"
+
+
+def _document(found):
+    document = (found or {}).get("json")
+    return document if isinstance(document, dict) else None
+
+
+# -- nodes -------------------------------------------------------------------
+
+
+def _probe_not_running(pod, timeout, namespace):
+    status = pod.get("status") or {}
+    waiting = ((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
+    name = pod["metadata"]["name"]
+    return "probe pod %s did not run within %ss (%s%s); kubectl describe pod %s -n %s" % (
+        name, timeout, status.get("phase") or "Pending", (": " + waiting["reason"]) if waiting.get("reason") else "",
+        name, namespace)
+
+
+def node_verdicts(nodes, probes, execs, timeout, namespace, not_probed=None,
+                  probed_annotation="mlinfra.io/probed-node"):
+    """One verdict per GPU node from its probe pod (``probes``, the pods as
+    k8s_info lists them, each annotated with the node it probes) and the
+    node checks' exec in it (``execs``, pods_exec's ``pods``); every node
+    not-checked for the reason ``not_probed`` when no probe was started."""
+    if not_probed:
+        return [{"node": node, "pod": None, "status": NOT_CHECKED, "checks": [], "error": not_probed}
+                for node in nodes]
+    by_pod = dict((found["pod"], found) for found in execs or [])
+    by_node = dict(((pod["metadata"].get("annotations") or {}).get(probed_annotation), pod) for pod in probes or [])
+    results = []
+    for node in nodes:
+        pod = by_node.get(node)
+        name = pod["metadata"]["name"] if pod else None
+        found = by_pod.get(name) if pod else None
+        document = _document(found)
+        if document is not None:
+            result = {"node": node, "pod": name}
+            result.update(checks_verdict(document))
+        else:
+            if not pod:
+                why = "no probe pod"
+            elif found:
+                why = "the checks gave no result in %s: %s" % (name, _exec_failure(found))
+            else:
+                why = _probe_not_running(pod, timeout, namespace)
+            result = {"node": node, "pod": name, "status": NOT_CHECKED, "checks": [], "error": why}
+        results.append(result)
+    return results
+
+
+# -- training pods -----------------------------------------------------------
+
+
+def _detected_nccl(document):
+    """What a pod's init container detected, as the report shows it."""
+    if not isinstance(document, dict):
+        return None
+    return {"transport": document.get("transport"), "rdma_ports": len(document.get("rdma_ports") or []),
+            "gpus": document.get("gpus"), "gpudirect": document.get("gpudirect"),
+            "nccl_version": document.get("nccl_version"), "env": document.get("env")}
+
+
+def pod_verdicts(execs, detected, replicas, app_name):
+    """One verdict per training pod from the in-pod checks' exec
+    (``execs``) and what its init container detected (``detected``,
+    autodetect's readback); an ordinal of the StatefulSet's ``replicas``
+    without a running pod is not-checked."""
+    detected_by_pod = dict((found["pod"], found.get("json")) for found in detected or [])
+    results = []
+    for found in execs or []:
+        result = {"pod": found["pod"], "node": found.get("node"), "nccl": _detected_nccl(detected_by_pod.get(found["pod"]))}
+        document = _document(found)
+        if document is not None:
+            result.update(checks_verdict(document))
+        else:
+            result.update({"status": NOT_CHECKED, "checks": [],
+                           "error": "the checks gave no result: %s" % _exec_failure(found)})
+        results.append(result)
+    running = set(result["pod"] for result in results)
+    for ordinal in range(int(replicas or 0)):
+        name = "%s-%d" % (app_name, ordinal)
+        if name not in running:
+            results.append({"pod": name, "node": None, "status": NOT_CHECKED, "checks": [], "nccl": None,
+                            "error": "not running"})
+    return sorted(results, key=lambda result: result["pod"])
+
+
+# -- the collective benchmark ------------------------------------------------
+
+
+def _bench_run_failure(item, run):
+    if run is None:
+        return "pod %s: no result: %s" % (item["pod"], _exec_failure(item))
+    what = run.get("error") or "torchrun exited with %s" % run.get("exit_code")
+    tail = (" - " + run["log_tail"][-1]) if run.get("log_tail") else ""
+    return "pod %s: %s%s (log in the pod: %s)" % (item["pod"], what, tail, run.get("log"))
+
+
+def _document_findings(document, pairwise):
+    """The benchmark document's own findings (collective_bench.judge); a
+    document written before they were structured has only its reasons."""
+    gate_fix = GATE_FIX_PAIRWISE if pairwise else GATE_FIX_SWEEP
+    if "findings" not in document:
+        return [finding("bench_result", FAIL, reason) for reason in document.get("reasons") or []]
+    return [finding(found["check"], FAIL, found["message"], gate_fix if found["check"] == "busbw_gate" else None)
+            for found in document["findings"]]
+
+
+def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
+    """The benchmark's verdict from every pod's mlinfra-pod-bench result
+    (``execs``): a pod whose torchrun did not finish is not-checked, its
+    NCCL transport check counts as it is, and pod 0's document adds its
+    gates and pairs. ``blocker`` says why it did not run at all."""
+    checks = []
+    pods = []
+    leader = None
+    for item in sorted(execs or [], key=lambda found: found["pod"]):
+        run = _document(item)
+        if run is not None and run.get("node_rank") == 0 and leader is None:
+            leader = run
+        if run is None or run.get("error") or run.get("exit_code") not in (0, 1):
+            checks.append(finding(BENCH_RUN, NOT_CHECKED, _bench_run_failure(item, run)))
+        transport = (run or {}).get("transport")
+        if transport and transport.get("status") in (FAIL, WARN):
+            checks.append(finding(transport["name"], transport["status"], "pod %s: %s" % (item["pod"], transport["message"]),
+                                  transport.get("remediation"), _evidence(transport)))
+        pods.append({"pod": item["pod"], "node": item.get("node"), "exit_code": (run or {}).get("exit_code"),
+                     "seconds": (run or {}).get("seconds"), "log": (run or {}).get("log"),
+                     "nccl": (run or {}).get("nccl"), "transport": transport})
+    document = leader.get("document") if leader else None
+    if document:
+        checks.extend(_document_findings(document, pairwise))
+    if blocker is None and leader is None and not checks:
+        checks.append(finding(BENCH_RUN, NOT_CHECKED, "pod 0 gave no result"))
+    statuses = [check["status"] for check in checks]
+    if blocker is not None:
+        status = NOT_CHECKED
+    elif FAIL in statuses:
+        status = FAIL
+    elif not document:
+        status = NOT_CHECKED
+    else:
+        status = worst_of(statuses + [PASS])
+    return {"subject": "benchmark", "status": status, "error": blocker, "checks": checks,
+            "thresholds": list(thresholds or []), "pods": pods, "document": document}
+
+
+# -- the report --------------------------------------------------------------
+
+
+def _changes(kind, key, now, before):
+    was = dict((item[key], item["status"]) for item in before or [])
+    return ["%s %s: %s -> %s" % (kind, item[key], was[item[key]], item["status"])
+            for item in now if item[key] in was and was[item[key]] != item["status"]]
+
+
+def _bandwidth_changes(bench, before):
+    ops_before = ((before or {}).get("document") or {}).get("ops") or {}
+    lines = []
+    for op, block in (((bench or {}).get("document") or {}).get("ops") or {}).items():
+        was = (ops_before.get(op) or {}).get("avg_busbw_gbps")
+        now = block.get("avg_busbw_gbps")
+        if was and now:
+            lines.append("%s average busbw: %.2f -> %.2f GB/s (%+.0f%%)" % (op, was, now, (now / was - 1) * 100))
+    return lines
+
+
+def verify_report(nodes, pods, bench, notes, previous, meta):
+    """The verification report: each node and pod with its subject line,
+    the benchmark, ``notes`` (what was not there to check: never a pass),
+    the overall verdict (the worst of all), and what changed since
+    ``previous``, the last report (``{}`` when none). ``meta`` gives the
+    cluster, namespace, mode and time."""
+    nodes = [dict(item, subject="node %s" % item["node"]) for item in nodes or []]
+    pods = [dict(item, subject="pod %s%s" % (item["pod"], (" on %s" % item["node"]) if item.get("node") else ""))
+            for item in pods or []]
+    previous = previous or {}
+    changes = _changes("node", "node", nodes, previous.get("nodes")) + _changes("pod", "pod", pods, previous.get("pods"))
+    bandwidth = []
+    if bench:
+        before = previous.get("bench") or {}
+        if before.get("status", bench["status"]) != bench["status"]:
+            changes.append("benchmark: %s -> %s" % (before["status"], bench["status"]))
+        bandwidth = _bandwidth_changes(bench, before)
+    statuses = [item["status"] for item in nodes + pods + ([bench] if bench else [])]
+    if notes:
+        statuses.append(NOT_CHECKED)
+    report = dict(meta)
+    report.update({"verdict": worst_of(statuses), "nodes": nodes, "pods": pods, "bench": bench,
+                   "notes": list(notes or []),
+                   "previous": {"time": previous.get("time"), "changes": changes, "bandwidth": bandwidth}})
+    return report
+
+
+def fabric_fitness(report, fail_on):
+    """Whether the fabric is fit to train on under ``verify_fail_on``:
+    ``blocking``, each node, pod or benchmark whose verdict is at a failing
+    level with only its checks at that level; ``missing``, the notes (a
+    missing source is not a pass unless fail_on is never); ``failing``, the
+    subjects that fail or were not checked whatever fail_on says."""
+    if fail_on not in FAIL_ON_LEVELS:
+        raise ValueError("verify_fail_on must be one of %s, got %r" % (", ".join(FAIL_ON_LEVELS), fail_on))
+    levels = FAIL_ON_LEVELS[fail_on]
+    sources = report["nodes"] + report["pods"] + ([report["bench"]] if report.get("bench") else [])
+    blocking = [dict(item, checks=[check for check in item["checks"] if check["status"] in levels])
+                for item in sources if item["status"] in levels]
+    missing = list(report.get("notes") or []) if fail_on != "never" else []
+    failing = [item["subject"] for item in report["nodes"] + report["pods"] if item["status"] in (FAIL, NOT_CHECKED)]
+    return {"fit": not blocking and not missing, "blocking": blocking, "missing": missing, "failing": failing}
+
+
+# -- training runs -----------------------------------------------------------
+
+
+def pod_run_state(found):
+    """One pod's state from its mlinfra-train status exec (pods_exec's
+    entry); ``no answer`` when it gave no document."""
+    document = _document(found) or {}
+    return document.get("state") or NO_ANSWER
+
+
+def run_state(pods):
+    """A run's state from each pod's mlinfra-train status (pods_exec's
+    ``pods``): succeeded when every pod did, running while the others still
+    run, stopped when some were stopped and none failed, and failed
+    otherwise (a failed rank, or a pod that gave no answer)."""
+    found = set(pod_run_state(pod) for pod in pods)
+    if not found:
+        return FAILED
+    if found == {SUCCEEDED}:
+        return SUCCEEDED
+    if found <= {RUNNING, SUCCEEDED}:
+        return RUNNING
+    if found <= {RUNNING, SUCCEEDED, STOPPED}:
+        return STOPPED
+    return FAILED
+
+
+def job_run_state(pods, replicas, seen_before):
+    """A Job-mode run's state from its pods (train_job_pods' entries):
+    failed as soon as one pod failed, succeeded once ``replicas`` pods
+    did, stopped when pods were ``seen_before`` and all are gone (the run's
+    object was deleted), else running."""
+    states = [pod["state"] for pod in pods]
+    if FAILED in states:
+        return FAILED
+    if states.count(SUCCEEDED) >= int(replicas):
+        return SUCCEEDED
+    if seen_before and not pods:
+        return STOPPED
+    return RUNNING
+
+
+# -- soak runs ---------------------------------------------------------------
+
+
+def soak_report(runs, judged, meta):
+    """The soak report from each run (``runs``: run, time, file, measured,
+    status, error, pods) and throughput_report's judgement of the measured
+    ones (``judged``, its ``runs``): each run's throughput and whether it
+    is degraded, the runs degraded and the runs not measured (never a
+    pass)."""
+    by_path = dict((figure["path"], figure) for figure in judged or [])
+    report_runs = []
+    for run in runs:
+        figure = by_path.get(run["file"]) if run.get("measured") else None
+        report_runs.append({
+            "run": run["run"], "time": run["time"], "file": run["file"] if run.get("measured") else None,
+            "pods": run.get("pods"), "status": run.get("status"), "error": run.get("error"),
+            "throughput": figure.get("throughput") if figure else None,
+            "unit": figure.get("unit") if figure else None,
+            "below_baseline": figure.get("below_baseline") if figure else None,
+            "degraded": figure.get("degraded") if figure else None,
+            "reasons": figure.get("reasons") if figure else [run.get("error") or "not measured"],
+        })
+    report = dict(meta)
+    report.update({"runs": report_runs,
+                   "degraded": [run["run"] for run in report_runs if run["degraded"]],
+                   "not_measured": [run["run"] for run in report_runs if run["throughput"] is None]})
+    return report

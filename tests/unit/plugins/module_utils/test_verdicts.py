@@ -1,0 +1,330 @@
+"""Every verdict rule of verify-rdma.yml and train.yml (module_utils/verdicts),
+fed with what the checks really return: node check documents of the
+committed node snapshots, NCCL transport checks of real logs, benchmark
+documents built by collective_bench."""
+
+import os
+
+import pytest
+
+from ansible_collections.mlinfra.multinode.plugins.filter.verdicts import FilterModule
+from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils import nccl_log, verdicts as v
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import node_check_report
+from conftest import REPO
+
+from ansible.errors import AnsibleFilterError
+
+REAL_LOGS = os.path.join(REPO, "tests", "fixtures", "nccl-logs", "real")
+RDMA = dict(mode="rdma", expect_gpus=4, expect_rdma_devices=4)
+
+
+def node_document(snapshot, name, **expect):
+    return node_check_report(root=snapshot(name), fail_on="never", **dict(RDMA, **expect))
+
+
+def probe(node, name, phase="Running", waiting=None):
+    status = {"phase": phase}
+    if waiting:
+        status["containerStatuses"] = [{"state": {"waiting": {"reason": waiting}}}]
+    return {"metadata": {"name": name, "annotations": {"mlinfra.io/probed-node": node}}, "status": status}
+
+
+def transport_check(log, mode="rdma"):
+    with open(os.path.join(REAL_LOGS, log)) as handle:
+        return nccl_log.check_nccl_transport(nccl_log.parse_nccl_log(handle.read()), mode)
+
+
+# -- worst of -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("statuses, verdict", [
+    (["pass", "warn", "fail", "not-checked"], "fail"),
+    (["pass", "not-checked", "warn"], "not-checked"),
+    (["pass", "skip", "warn"], "warn"),
+    (["pass", "skip"], "pass"),
+    # Nothing measured is never a pass.
+    (["skip", "skip"], "not-checked"),
+    ([], "not-checked"),
+])
+def test_worst_of(statuses, verdict):
+    assert v.worst_of(statuses) == verdict
+
+
+# -- nodes --------------------------------------------------------------------------
+
+def test_nodes_from_real_node_check_documents(snapshot):
+    healthy = node_document(snapshot, "healthy-roce-h100")
+    no_peermem = node_document(snapshot, "no-peermem")
+    probes = [probe("a", "p-a"), probe("b", "p-b")]
+    execs = [{"pod": "p-a", "json": healthy}, {"pod": "p-b", "json": no_peermem}]
+    results = v.node_verdicts(["a", "b"], probes, execs, 300, "ns")
+    assert [(r["node"], r["pod"], r["status"], r["error"]) for r in results] == [
+        ("a", "p-a", "pass", None), ("b", "p-b", "fail", None)]
+    assert results[0]["checks"] == [] and results[0]["summary"]["fail"] == 0
+    [gpudirect] = results[1]["checks"]
+    assert gpudirect["name"] == "gpudirect_rdma" and gpudirect["status"] == "fail"
+    assert gpudirect["remediation"] and gpudirect["message"]
+    assert set(gpudirect) == {"name", "status", "message", "remediation", "evidence"}
+
+
+def test_nodes_that_could_not_be_checked_say_why():
+    probes = [probe("b", "p-b", phase="Pending", waiting="ImagePullBackOff"), probe("c", "p-c"), probe("d", "p-d")]
+    execs = [{"pod": "p-c", "json": None, "error": None, "stderr": "python3: not found\n"},
+             {"pod": "p-d", "json": {"checks": [{"name": "memlock", "status": "skip", "message": "unknown"}]}}]
+    results = dict((r["node"], r) for r in v.node_verdicts(["a", "b", "c", "d"], probes, execs, 120, "train"))
+    assert all(r["status"] == "not-checked" for r in results.values())
+    assert results["a"]["error"] == "no probe pod"
+    assert results["b"]["error"] == ("probe pod p-b did not run within 120s (Pending: ImagePullBackOff); "
+                                     "kubectl describe pod p-b -n train")
+    assert results["c"]["error"] == "the checks gave no result in p-c: python3: not found"
+    # Every check skipped: nothing was measured.
+    assert results["d"]["error"] == "no check could be made (1 skipped)"
+
+
+def test_check_mode_probes_nothing():
+    results = v.node_verdicts(["a"], [], [], 1, "ns", not_probed="check mode creates no probe pods")
+    assert results == [{"node": "a", "pod": None, "status": "not-checked", "checks": [],
+                        "error": "check mode creates no probe pods"}]
+
+
+# -- training pods ------------------------------------------------------------------
+
+def test_pods_with_their_detected_nccl_and_missing_ordinals(snapshot):
+    warned = node_document(snapshot, "healthy-roce-h100", min_link_rate_gbps=800)
+    execs = [{"pod": "job-1", "node": "n1", "json": warned},
+             {"pod": "job-0", "node": "n0", "json": None, "error": "container not found"}]
+    detected = [{"pod": "job-1", "json": {"transport": "rdma", "rdma_ports": [{"device": "mlx5_0"}], "gpus": 4,
+                                           "gpudirect": True, "nccl_version": "2.28.9", "env": {"NCCL_IB_HCA": "mlx5_0"}}}]
+    results = v.pod_verdicts(execs, detected, 3, "job")
+    assert [(r["pod"], r["status"]) for r in results] == [("job-0", "not-checked"), ("job-1", "fail"),
+                                                         ("job-2", "not-checked")]
+    assert results[0]["error"] == "the checks gave no result: container not found" and results[0]["nccl"] is None
+    assert results[2]["error"] == "not running" and results[2]["node"] is None
+    assert results[1]["nccl"] == {"transport": "rdma", "rdma_ports": 1, "gpus": 4, "gpudirect": True,
+                                  "nccl_version": "2.28.9", "env": {"NCCL_IB_HCA": "mlx5_0"}}
+    assert "rdma_link" in [check["name"] for check in results[1]["checks"]]
+
+
+# -- the benchmark ------------------------------------------------------------------
+
+def bench_document(busbw_gate=None):
+    thresholds = cb.parse_thresholds(["1M=%s" % busbw_gate]) if busbw_gate else ()
+    shape = cb.layout("all_reduce", 1048576, 2, "bfloat16")
+    rows = [cb.measured_row("all_reduce", shape, 2, 0.001, 0, thresholds)]
+    document = {"mode": "sweep", "dtype": "bfloat16", "pairs": None,
+                "ops": {"all_reduce": cb.op_block("all_reduce", rows)}}
+    return cb.finish_document(document)
+
+
+def bench_pod(pod, rank, exit_code=0, document=None, transport=None, **extra):
+    run = {"node_rank": rank, "exit_code": exit_code, "error": None, "seconds": 4.2, "log": "/tmp/bench.log",
+           "log_tail": ["last line"], "nccl": {"net": "IB"}, "transport": transport, "document": document}
+    run.update(extra)
+    return {"pod": pod, "node": "n%d" % rank, "json": run}
+
+
+def test_a_benchmark_that_passes():
+    passing = transport_check("ib-gdrdma-2node-8rank-nccl-2.11.4.log")
+    assert passing["status"] == "pass"
+    result = v.bench_verdict([bench_pod("j-1", 1, transport=passing), bench_pod("j-0", 0, document=bench_document(),
+                                                                               transport=passing)])
+    assert result["status"] == "pass" and result["checks"] == [] and result["error"] is None
+    assert [pod["pod"] for pod in result["pods"]] == ["j-0", "j-1"]
+    assert result["document"]["verdict"] == "pass"
+
+
+def test_a_gate_not_passed_is_busbw_gate_with_its_figures_and_fix():
+    document = bench_document(busbw_gate=1000000)
+    [found] = document["findings"]
+    assert found["check"] == "busbw_gate" and found["kind"] == "below_gate" and found["min_busbw_gbps"] == 1000000
+    assert found["busbw_gbps"] == document["ops"]["all_reduce"]["rows"][0]["busbw_gbps"]
+    for pairwise, fix in ((False, v.GATE_FIX_SWEEP), (True, v.GATE_FIX_PAIRWISE)):
+        result = v.bench_verdict([bench_pod("j-0", 0, exit_code=1, document=document)], pairwise=pairwise)
+        assert result["status"] == "fail"
+        assert [(c["name"], c["status"], c["remediation"]) for c in result["checks"]] == [("busbw_gate", "fail", fix)]
+        assert result["checks"][0]["message"] == found["message"]
+
+
+def test_slow_and_unmeasured_pairs_are_told_apart_by_their_check():
+    figures = {"size": 1048576, "count": 524288, "time_us": 100.0, "algbw_gbps": 10.0}
+    pairs = [dict(figures, nodes=["a", "b"], status="measured", busbw_gbps=45.0, wrong=0),
+             dict(figures, nodes=["a", "c"], status="measured", busbw_gbps=10.0, wrong=0),
+             dict(figures, nodes=["b", "c"], status="not-measured", busbw_gbps=None, wrong=None, note="timeout")]
+    cb.analyze_pairs(pairs)
+    document = cb.finish_document({"mode": "pairwise", "dtype": "bfloat16", "ops": {}, "pairs": pairs})
+    result = v.bench_verdict([bench_pod("j-0", 0, exit_code=1, document=document)], pairwise=True)
+    assert [(c["name"], c["message"].split(":")[0]) for c in result["checks"]] == [
+        ("busbw_gate", "pair a - c"), ("bench_result", "pair b - c")]
+    assert result["checks"][1]["remediation"] is None
+
+
+def test_a_document_from_before_findings_is_still_judged():
+    result = v.bench_verdict([bench_pod("j-0", 0, exit_code=1, document={"reasons": ["all_reduce 1M: 2 wrong elements"]})])
+    assert result["status"] == "fail"
+    assert [(c["name"], c["message"]) for c in result["checks"]] == [("bench_result", "all_reduce 1M: 2 wrong elements")]
+
+
+def test_a_node_without_gpudirect_rdma_fails_the_benchmark_quoting_its_lines():
+    failing = transport_check("ib-no-gdrdma-no-module-2node.log")
+    assert failing["status"] == "fail"
+    result = v.bench_verdict([bench_pod("j-0", 0, document=bench_document(), transport=failing)])
+    assert result["status"] == "fail"
+    [check] = result["checks"]
+    assert check["name"] == "nccl_transport" and check["message"].startswith("pod j-0: ")
+    assert check["remediation"] and check["evidence"]
+    assert all(line in open(os.path.join(REAL_LOGS, "ib-no-gdrdma-no-module-2node.log")).read()
+               for line in check["evidence"])
+
+
+def test_a_transport_warning_alone_makes_a_warn():
+    warning = {"name": "nccl_transport", "status": "warn", "message": "fell back", "remediation": "fix it"}
+    result = v.bench_verdict([bench_pod("j-0", 0, document=bench_document(), transport=warning)])
+    assert result["status"] == "warn" and result["checks"][0]["message"] == "pod j-0: fell back"
+
+
+def test_a_benchmark_that_did_not_finish_is_never_a_pass():
+    crashed = bench_pod("j-1", 1, exit_code=2)
+    result = v.bench_verdict([bench_pod("j-0", 0, document=bench_document()), crashed])
+    assert result["status"] == "not-checked"
+    assert result["checks"][0]["message"] == "pod j-1: torchrun exited with 2 - last line (log in the pod: /tmp/bench.log)"
+    # No pod answered at all.
+    result = v.bench_verdict([{"pod": "j-0", "json": None, "error": "timed out after 330 s"}])
+    assert result["status"] == "not-checked"
+    assert [c["message"] for c in result["checks"]] == ["pod j-0: no result: timed out after 330 s"]
+    # Pod 0 finished but wrote no document.
+    result = v.bench_verdict([bench_pod("j-0", 0)])
+    assert result["status"] == "not-checked" and result["checks"] == []
+    # Nothing ran.
+    assert v.bench_verdict([])["checks"][0]["message"] == "pod 0 gave no result"
+    blocked = v.bench_verdict([], blocker="job is scaled to 0", thresholds=["1G=40"])
+    assert (blocked["status"], blocked["error"], blocked["checks"], blocked["thresholds"]) == (
+        "not-checked", "job is scaled to 0", [], ["1G=40"])
+
+
+# -- the report and its verdict -----------------------------------------------------
+
+META = {"cluster": "c", "namespace": "ns", "mode": "rdma", "time": "2026-11-26T00:00:00Z"}
+
+
+def node(name, status, checks=()):
+    return {"node": name, "pod": "p-" + name, "status": status, "checks": list(checks), "error": None}
+
+
+def pod(name, status, on=None):
+    return {"pod": name, "node": on, "status": status, "checks": [], "error": None, "nccl": None}
+
+
+@pytest.mark.parametrize("statuses, bench, notes, verdict", [
+    (["pass", "pass"], "pass", [], "pass"),
+    (["pass", "warn"], "pass", [], "warn"),
+    (["pass", "warn"], "not-checked", [], "not-checked"),
+    (["not-checked", "fail"], "pass", [], "fail"),
+    (["pass", "pass"], "fail", [], "fail"),
+    # A source that was not there to check is never a pass.
+    (["pass", "pass"], None, ["no training pods: job is scaled to 0"], "not-checked"),
+    ([], None, [], "not-checked"),
+])
+def test_the_report_verdict_is_the_worst_of_all(statuses, bench, notes, verdict):
+    nodes = [node("n%d" % index, status) for index, status in enumerate(statuses)]
+    report = v.verify_report(nodes, [], {"status": bench} if bench else None, notes, {}, META)
+    assert report["verdict"] == verdict
+    assert report["cluster"] == "c" and report["time"] == META["time"] and report["notes"] == notes
+    assert [item["subject"] for item in report["nodes"]] == ["node n%d" % index for index in range(len(statuses))]
+
+
+def test_the_report_says_what_changed_since_the_previous_one():
+    previous = {"time": "yesterday", "nodes": [node("a", "pass"), node("gone", "fail")], "pods": [pod("j-0", "warn")],
+                "bench": {"status": "pass", "document": {"ops": {"all_reduce": {"avg_busbw_gbps": 40.0}}}}}
+    bench = {"status": "fail", "document": {"ops": {"all_reduce": {"avg_busbw_gbps": 30.0},
+                                                      "all_gather": {"avg_busbw_gbps": 20.0}}}}
+    report = v.verify_report([node("a", "fail"), node("new", "pass")], [pod("j-0", "warn", on="a")], bench, [],
+                             previous, META)
+    assert report["pods"][0]["subject"] == "pod j-0 on a"
+    assert report["previous"] == {"time": "yesterday", "changes": ["node a: pass -> fail", "benchmark: pass -> fail"],
+                                  "bandwidth": ["all_reduce average busbw: 40.00 -> 30.00 GB/s (-25%)"]}
+
+
+def test_fitness_under_each_fail_on_level():
+    warned = {"name": "mtu", "status": "warn", "message": "small", "remediation": "raise it", "evidence": []}
+    failed = {"name": "rdma_link", "status": "fail", "message": "down", "remediation": "plug it", "evidence": []}
+    report = v.verify_report([node("a", "warn", [warned]), node("b", "fail", [failed, warned])],
+                             [pod("j-0", "not-checked")], None, [], {}, META)
+    fit = v.fabric_fitness(report, "fail")
+    assert not fit["fit"] and fit["missing"] == []
+    assert [(item["subject"], [c["name"] for c in item["checks"]]) for item in fit["blocking"]] == [
+        ("node b", ["rdma_link"]), ("pod j-0", [])]
+    assert fit["failing"] == ["node b", "pod j-0"]
+    assert [item["subject"] for item in v.fabric_fitness(report, "warn")["blocking"]] == ["node a", "node b", "pod j-0"]
+    never = v.fabric_fitness(report, "never")
+    assert never["fit"] and never["failing"] == ["node b", "pod j-0"]
+    noted = v.verify_report([node("a", "pass")], [], None, ["no training pods"], {}, META)
+    assert v.fabric_fitness(noted, "fail") == {"fit": False, "blocking": [], "missing": ["no training pods"],
+                                               "failing": []}
+    assert v.fabric_fitness(noted, "never")["fit"]
+    with pytest.raises(ValueError, match="verify_fail_on must be one of fail, warn, never, got 'always'"):
+        v.fabric_fitness(report, "always")
+
+
+# -- training runs ------------------------------------------------------------------
+
+def said(*states):
+    return [{"pod": "p%d" % index, "json": {"state": state} if state else None} for index, state in enumerate(states)]
+
+
+@pytest.mark.parametrize("states, state", [
+    (("succeeded", "succeeded"), "succeeded"),
+    (("running", "succeeded"), "running"),
+    (("stopped", "running"), "stopped"),
+    (("stopped", "failed"), "failed"),
+    (("running", None), "failed"),
+    ((), "failed"),
+])
+def test_run_state(states, state):
+    assert v.run_state(said(*states)) == state
+
+
+@pytest.mark.parametrize("states, replicas, seen_before, state", [
+    (["running", "failed"], 2, True, "failed"),
+    (["succeeded", "succeeded"], 2, True, "succeeded"),
+    (["succeeded"], 2, True, "running"),
+    ([], 2, True, "stopped"),
+    ([], 2, False, "running"),
+])
+def test_job_run_state(states, replicas, seen_before, state):
+    assert v.job_run_state([{"state": s} for s in states], replicas, seen_before) == state
+
+
+# -- the filters --------------------------------------------------------------------
+
+def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
+    filters = FilterModule().filters()
+    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_verdicts", "pod_verdicts",
+                               "run_state", "soak_report", "verify_report"]
+    for name in filters:
+        assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
+    assert filters["run_state"](said("running")) == "running"
+    assert filters["verify_report"](META, [node("a", "pass")], None, None, [], None)["verdict"] == "pass"
+    with pytest.raises(AnsibleFilterError, match="node_verdicts takes a list, got str"):
+        filters["node_verdicts"]("a", [], [], 1, "ns")
+    with pytest.raises(AnsibleFilterError, match="fix the -e value"):
+        filters["fabric_fitness"]({"nodes": [], "pods": []}, "sometimes")
+
+
+# -- soak runs ----------------------------------------------------------------------
+
+def test_soak_runs_degraded_and_not_measured():
+    runs = [{"run": 1, "time": "t1", "file": "/l/1.log", "measured": True, "status": "pass", "error": None, "pods": []},
+            {"run": 2, "time": "t2", "file": "/l/2.log", "measured": True, "status": "pass", "error": None, "pods": []},
+            {"run": 3, "time": "t3", "file": None, "measured": False, "status": "not-checked",
+             "error": "the training run failed", "pods": []},
+            # Measured, but its log gave no throughput to judge.
+            {"run": 4, "time": "t4", "file": "/l/4.log", "measured": True, "status": "pass", "error": None, "pods": []}]
+    judged = [{"path": "/l/1.log", "throughput": 100.0, "unit": "tokens/s", "below_baseline": 0.0, "degraded": False,
+               "reasons": []},
+              {"path": "/l/2.log", "throughput": 50.0, "unit": "tokens/s", "below_baseline": 0.5, "degraded": True,
+               "reasons": ["50.0% below the baseline"]}]
+    report = v.soak_report(runs, judged, {"cluster": "c"})
+    assert report["cluster"] == "c" and report["degraded"] == [2] and report["not_measured"] == [3, 4]
+    assert [run["reasons"] for run in report["runs"]] == [[], ["50.0% below the baseline"],
+                                                          ["the training run failed"], ["not measured"]]
+    assert report["runs"][2]["file"] is None and report["runs"][0]["unit"] == "tokens/s"
