@@ -93,11 +93,12 @@ def test_pods_with_their_detected_nccl_and_missing_ordinals(snapshot):
     warned = node_document(snapshot, "healthy-roce-h100", min_link_rate_gbps=800)
     execs = [{"pod": "job-1", "node": "n1", "json": warned},
              {"pod": "job-0", "node": "n0", "json": None, "error": "container not found"}]
-    detected = [{"pod": "job-1", "json": {"transport": "rdma", "rdma_ports": [{"device": "mlx5_0"}], "gpus": 4,
-                                           "gpudirect": True, "nccl_version": "2.28.9", "env": {"NCCL_IB_HCA": "mlx5_0"}}}]
+    nccl = {"transport": "rdma", "rdma_ports": [{"device": "mlx5_0"}], "gpus": 4, "gpudirect": True,
+            "nccl_version": "2.28.9", "env": {"NCCL_IB_HCA": "mlx5_0"}}
+    detected = [{"pod": "job-1", "json": nccl}]
     results = v.pod_verdicts(execs, detected, 3, "job")
-    assert [(r["pod"], r["status"]) for r in results] == [("job-0", "not-checked"), ("job-1", "fail"),
-                                                         ("job-2", "not-checked")]
+    assert [(r["pod"], r["status"]) for r in results] == [
+        ("job-0", "not-checked"), ("job-1", "fail"), ("job-2", "not-checked")]
     assert results[0]["error"] == "the checks gave no result: container not found" and results[0]["nccl"] is None
     assert results[2]["error"] == "not running" and results[2]["node"] is None
     assert results[1]["nccl"] == {"transport": "rdma", "rdma_ports": 1, "gpus": 4, "gpudirect": True,
@@ -126,8 +127,8 @@ def bench_pod(pod, rank, exit_code=0, document=None, transport=None, **extra):
 def test_a_benchmark_that_passes():
     passing = transport_check("ib-gdrdma-2node-8rank-nccl-2.11.4.log")
     assert passing["status"] == "pass"
-    result = v.bench_verdict([bench_pod("j-1", 1, transport=passing), bench_pod("j-0", 0, document=bench_document(),
-                                                                               transport=passing)])
+    leader = bench_pod("j-0", 0, document=bench_document(), transport=passing)
+    result = v.bench_verdict([bench_pod("j-1", 1, transport=passing), leader])
     assert result["status"] == "pass" and result["checks"] == [] and result["error"] is None
     assert [pod["pod"] for pod in result["pods"]] == ["j-0", "j-1"]
     assert result["document"]["verdict"] == "pass"
@@ -235,8 +236,8 @@ def test_the_report_verdict_is_the_worst_of_all(statuses, bench, notes, verdict)
 def test_the_report_says_what_changed_since_the_previous_one():
     previous = {"time": "yesterday", "nodes": [node("a", "pass"), node("gone", "fail")], "pods": [pod("j-0", "warn")],
                 "bench": {"status": "pass", "document": {"ops": {"all_reduce": {"avg_busbw_gbps": 40.0}}}}}
-    bench = {"status": "fail", "document": {"ops": {"all_reduce": {"avg_busbw_gbps": 30.0},
-                                                      "all_gather": {"avg_busbw_gbps": 20.0}}}}
+    ops_now = {"all_reduce": {"avg_busbw_gbps": 30.0}, "all_gather": {"avg_busbw_gbps": 20.0}}
+    bench = {"status": "fail", "document": {"ops": ops_now}}
     report = v.verify_report([node("a", "fail"), node("new", "pass")], [pod("j-0", "warn", on="a")], bench, [],
                              previous, META)
     assert report["pods"][0]["subject"] == "pod j-0 on a"
