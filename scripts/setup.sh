@@ -5,7 +5,9 @@
 #
 #   .work/uv/                  uv (UV_VERSION in scripts/lib.sh), which installs the environments below,
 #                              and the pip that downloads the ansible wheels
-#   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools)
+#   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools), with
+#                              scripts/zipimport_cache.py (bytecode for the Ansible modules' zips,
+#                              kept in ~/.cache/mlinfra-multinode/zipimport/)
 #   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
 #   .work/venv-workload/       Python 3.12 + requirements/lock-workload.txt (torch, as in the training
 #                              image; the local cluster's pods run its python3)
@@ -73,6 +75,22 @@ ensure_venv() {  # <dir> <lock file> <label>
   "$UV" pip check --quiet --python "$dir/bin/python" >/dev/null || die "$label: uv pip check found broken requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"
+}
+
+# Installs scripts/zipimport_cache.py into an environment's site-packages,
+# with the .pth file that imports it when its Python starts: the Ansible
+# modules it runs (zips) then compile each module_utils once per content, not
+# twice per run (the file says why; docs/PERFORMANCE.md what it saved).
+ensure_zipimport_cache() {  # <dir> <label>
+  local dir="$1" label="$2" site
+  site="$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  if cmp -s "$ROOT/scripts/zipimport_cache.py" "$site/mlinfra_zipimport_cache.py" \
+     && [[ "$(cat "$site/mlinfra_zipimport_cache.pth" 2>/dev/null)" == "import mlinfra_zipimport_cache" ]]; then
+    return 0
+  fi
+  cp "$ROOT/scripts/zipimport_cache.py" "$site/mlinfra_zipimport_cache.py"
+  printf 'import mlinfra_zipimport_cache\n' > "$site/mlinfra_zipimport_cache.pth"
+  log "$label: bytecode cache for the modules' zips installed"
 }
 
 # Installs a requirements file without dependencies into a directory that the
@@ -187,6 +205,8 @@ log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_versi
 ensure_uv
 ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
 ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
+ensure_zipimport_cache "$VENV" ".venv"
+ensure_zipimport_cache "$VENV_OLDEST" ".work/venv-core-2.20"
 ensure_venv "$VENV_WORKLOAD" "$ROOT/requirements/lock-workload.txt" ".work/venv-workload"
 ensure_target "$WORK/torchtitan-config" "$ROOT/requirements/torchtitan-config.txt" ".work/torchtitan-config"
 ensure_collections
