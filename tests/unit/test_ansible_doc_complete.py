@@ -53,6 +53,19 @@ FREE_FORM_RETURNS = {
                                for step in ("base", "claims", "statefulset")),
     "network_manifests": {"_value": "Kubernetes objects, different per network type"},
     "probe_manifests": {"_value": "Kubernetes objects, different per kind"},
+    "pod_verdicts": {"_value.nccl.env": "variable name to value, as the pod's init container wrote them"},
+    "bench_verdict": {
+        "_value.pods.nccl": "what NCCL's log said, as mlinfra-pod-bench reports it",
+        "_value.pods.transport": "the nccl_transport check as nccl_log gives it",
+        "_value.document": "the benchmark's document, as mlinfra-nccl-bench --json writes it",
+    },
+    "verify_report": {
+        "_value.bench": "bench_verdict's result, documented there",
+        "_value.nodes": "node_verdicts' entries, documented there, each with its subject",
+        "_value.pods": "pod_verdicts' entries, documented there, each with its subject",
+    },
+    "fabric_fitness": {"_value.blocking.checks": "the report's findings, documented by node_verdicts"},
+    "soak_report": {"_value.runs.pods": "the pods and nodes of the run, as the soak role lists them"},
 }
 
 
