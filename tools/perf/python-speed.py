@@ -38,8 +38,8 @@ def main():
     for path in paths:
         with open(path) as handle:
             sources.append(handle.read())
-    print("%s: loop %.3f s, compile %.3f s (%d files)" % (sys.executable, min(loop() for _ in range(5)),
-                                                          min(compile_all(sources) for _ in range(5)), len(sources)))
+    print("%s: loop %.3f s, compile %.3f s (%d files)" % (sys.executable, min(loop() for attempt in range(5)),
+                                                          min(compile_all(sources) for attempt in range(5)), len(sources)))
 
 
 if __name__ == "__main__":
