@@ -25,6 +25,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .probe_manifests import PROBED_NODE_ANNOTATION
+
 PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
 # A check's own status when it does not apply (node_checks.SKIP).
 SKIP = "skip"
@@ -94,6 +96,11 @@ def _exec_failure(found):
     return found.get("error") or (found.get("stderr") or "").strip() or "no output"
 
 
+def _not_checked(why, **keys):
+    """A subject that could not be examined, and why."""
+    return dict(keys, status=NOT_CHECKED, checks=[], error=why)
+
+
 def _document(found):
     document = (found or {}).get("json")
     return document if isinstance(document, dict) else None
@@ -111,17 +118,15 @@ def _probe_not_running(pod, timeout, namespace):
         name, namespace)
 
 
-def node_verdicts(nodes, probes, execs, timeout, namespace, not_probed=None,
-                  probed_annotation="mlinfra.io/probed-node"):
+def node_verdicts(nodes, probes, execs, timeout, namespace, not_probed=None):
     """One verdict per GPU node from its probe pod (``probes``, the pods as
     k8s_info lists them, each annotated with the node it probes) and the
     node checks' exec in it (``execs``, pods_exec's ``pods``); every node
     not-checked for the reason ``not_probed`` when no probe was started."""
     if not_probed:
-        return [{"node": node, "pod": None, "status": NOT_CHECKED, "checks": [], "error": not_probed}
-                for node in nodes]
+        return [_not_checked(not_probed, node=node, pod=None) for node in nodes]
     by_pod = dict((found["pod"], found) for found in execs or [])
-    by_node = dict(((pod["metadata"].get("annotations") or {}).get(probed_annotation), pod) for pod in probes or [])
+    by_node = dict(((pod["metadata"].get("annotations") or {}).get(PROBED_NODE_ANNOTATION), pod) for pod in probes or [])
     results = []
     for node in nodes:
         pod = by_node.get(node)
@@ -138,7 +143,7 @@ def node_verdicts(nodes, probes, execs, timeout, namespace, not_probed=None,
                 why = "the checks gave no result in %s: %s" % (name, _exec_failure(found))
             else:
                 why = _probe_not_running(pod, timeout, namespace)
-            result = {"node": node, "pod": name, "status": NOT_CHECKED, "checks": [], "error": why}
+            result = _not_checked(why, node=node, pod=name)
         results.append(result)
     return results
 
@@ -168,15 +173,13 @@ def pod_verdicts(execs, detected, replicas, app_name):
         if document is not None:
             result.update(checks_verdict(document))
         else:
-            result.update({"status": NOT_CHECKED, "checks": [],
-                           "error": "the checks gave no result: %s" % _exec_failure(found)})
+            result.update(_not_checked("the checks gave no result: %s" % _exec_failure(found)))
         results.append(result)
     running = set(result["pod"] for result in results)
     for ordinal in range(int(replicas or 0)):
         name = "%s-%d" % (app_name, ordinal)
         if name not in running:
-            results.append({"pod": name, "node": None, "status": NOT_CHECKED, "checks": [], "nccl": None,
-                            "error": "not running"})
+            results.append(_not_checked("not running", pod=name, node=None, nccl=None))
     return sorted(results, key=lambda result: result["pod"])
 
 
