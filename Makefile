@@ -24,7 +24,7 @@ molecule:
 
 # Tests against the oldest ansible-core declared in meta/runtime.yml.
 oldest-core:
-	bash scripts/test.sh oldest-core
+	bash scripts/test.sh oldest-core oldest-sanity
 
 # ---------------------------------------------------------------------------
 # Local cluster (tools/localcluster): cluster-up / cluster-down go below.

@@ -15,12 +15,13 @@
 #   molecule      molecule scenarios extensions/molecule/default (this machine)
 #                 and deploy (the local cluster)
 #   oldest-core   ansible-core 2.20 (oldest in meta/runtime.yml): pytest (the
-#                 unit tests that use ansible-core), ansible-test sanity, and the
-#                 molecule converge playbook run directly with ansible-playbook
+#                 unit tests that use ansible-core) and the molecule converge
+#                 playbook run directly with ansible-playbook
+#   oldest-sanity ansible-test sanity with ansible-core 2.20
 # Every stage runs even when an earlier one failed; the script exits non-zero
-# if any failed, after a summary with each stage's time. MLINFRA_TEST_PARALLEL=1
-# runs the others one after another beside pytest, their output printed when
-# pytest is done.
+# if any failed, after a summary with each stage's time. After pytest, the
+# others run in MLINFRA_TEST_LANES (2) lanes at once, their output printed
+# whole, stage by stage, when all are done.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +30,7 @@ STAGE_PREFIX="test"
 source "$ROOT/scripts/lib.sh"
 cd "$ROOT" || exit 1
 
-ALL_STAGES=(pytest lint sanity molecule oldest-core)
+ALL_STAGES=(pytest lint sanity molecule oldest-core oldest-sanity)
 stages=("$@")
 (( ${#stages[@]} )) || stages=("${ALL_STAGES[@]}")
 
@@ -97,17 +98,18 @@ stage_molecule() {
   unset MLINFRA_LOCALCLUSTER_DIR
   return "$status"
 }
+oldest_core_version() {
+  "$VENV_OLDEST/bin/python" -c 'import ansible.release; print(ansible.release.__version__)'
+}
 
 stage_oldest_core() {
   local status=0 version
-  version="$("$VENV_OLDEST/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
+  version="$(oldest_core_version)"
   # Tests of the collection's own Python only (marked core_independent by
   # tests/unit/conftest.py) ran in the pytest stage and would run the same
   # here; the ones that use ansible-core run again under this version.
   log "ansible-core $version: pytest (not integration, not core_independent)"
   "$VENV_OLDEST/bin/python" -m pytest -n "$PYTEST_WORKERS" --dist loadfile tests -m 'not integration and not core_independent' || status=1
-  log "ansible-core $version: ansible-test sanity"
-  bash "$ROOT/scripts/sanity.sh" --oldest || status=1
   log "ansible-core $version: smoke playbook extensions/molecule/default/converge.yml on localhost"
   ANSIBLE_COLLECTIONS_PATH="$COLLECTIONS_DIR" \
     "$VENV_OLDEST/bin/ansible-playbook" -i localhost, -c local \
@@ -116,71 +118,89 @@ stage_oldest_core() {
   return "$status"
 }
 
+stage_oldest_sanity() {
+  log "ansible-core $(oldest_core_version): ansible-test sanity"
+  bash "$ROOT/scripts/sanity.sh" --oldest
+}
+
 for stage in "${stages[@]}"; do
   case "$stage" in
-    pytest|lint|sanity|molecule|oldest-core) ;;
+    pytest|lint|sanity|molecule|oldest-core|oldest-sanity) ;;
     *) die "unknown stage '$stage' (stages: ${ALL_STAGES[*]})" ;;
   esac
 done
 
-# With MLINFRA_TEST_PARALLEL=1 the other stages run one after another
-# beside pytest: pytest's two workers leave a core idle about a tenth of the
-# time, which they take, but they also slow the integration tests beside
-# them (up to 2.5 times), which then ran into their timeouts: about a minute
-# gained, and a deploy that timed out (docs/PERFORMANCE.md). Their output
-# goes to .work/test-logs/<stage>.log and is printed whole, in order, once
-# pytest is done. By default each stage runs in turn.
-SIDE_LOGS="$WORK/test-logs"
-foreground=("${stages[@]}")
-side=()
-if [[ "${MLINFRA_TEST_PARALLEL:-0}" == 1 && " ${stages[*]} " == *" pytest "* && ${#stages[@]} -gt 1 ]]; then
-  foreground=(pytest)
-  for stage in "${stages[@]}"; do
-    [[ "$stage" == pytest ]] || side+=("$stage")
-  done
-fi
-
-run_side_stages() {  # <stage...>: each stage's output and "<status> <seconds>" into $SIDE_LOGS
-  local stage started
-  for stage in "$@"; do
-    started=$SECONDS
-    if "stage_${stage//-/_}" > "$SIDE_LOGS/$stage.log" 2>&1; then
-      printf 'ok %d\n' "$(( SECONDS - started ))" > "$SIDE_LOGS/$stage.status"
-    else
-      printf 'FAILED %d\n' "$(( SECONDS - started ))" > "$SIDE_LOGS/$stage.status"
-    fi
-  done
-}
-
-side_pid=
-if (( ${#side[@]} )); then
-  rm -rf "$SIDE_LOGS"
-  mkdir -p "$SIDE_LOGS"
-  log "beside pytest, one after another: ${side[*]} (output printed when pytest is done)"
-  run_side_stages "${side[@]}" &
-  side_pid=$!
-fi
-
-failed=0
-passed=0
-for stage in "${foreground[@]}"; do
-  stage_begin "$stage"
-  if "stage_${stage//-/_}"; then
+run_stage() {  # <stage>: runs it with its banner and time; counts it
+  stage_begin "$1"
+  if "stage_${1//-/_}"; then
     stage_end ok
     passed=$(( passed + 1 ))
   else
     stage_end FAILED
     failed=$(( failed + 1 ))
   fi
+}
+
+# pytest keeps both cores busy with its two workers; each of the other
+# stages is mostly one process, so one after another they left a core idle
+# for most of six minutes. After pytest they run in MLINFRA_TEST_LANES (2)
+# lanes at once, each lane taking the next stage no lane has taken, in the
+# order of LONGEST_FIRST (their seconds in a run in turn, docs/PERFORMANCE.md).
+# Each stage's output goes to .work/test-logs/<stage>.log, a line says when
+# it ended, and the outputs are printed whole, in the order the stages were
+# asked for, when all are done. MLINFRA_TEST_LANES=1 runs them in turn.
+# (Beside pytest they slowed the integration tests into their timeouts.)
+LANES="${MLINFRA_TEST_LANES:-2}"
+[[ "$LANES" =~ ^[1-9][0-9]*$ ]] || die "MLINFRA_TEST_LANES must be a whole number of 1 or more, not '$LANES'"
+LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 100, 85, 75, 65, 45 s
+LANE_LOGS="$WORK/test-logs"
+
+run_lane() {  # <stage...>: runs, in turn, each one that no other lane took
+  local stage started status
+  for stage in "$@"; do
+    mkdir "$LANE_LOGS/$stage.taken" 2>/dev/null || continue
+    started=$SECONDS
+    if "stage_${stage//-/_}" > "$LANE_LOGS/$stage.log" 2>&1; then status=ok; else status=FAILED; fi
+    printf '%s %d\n' "$status" "$(( SECONDS - started ))" > "$LANE_LOGS/$stage.status"
+    log "$stage: $status in $(( SECONDS - started ))s (its output follows when every stage is done)"
+  done
+}
+
+in_lanes=()
+in_turn=()
+for stage in "${stages[@]}"; do
+  if [[ "$stage" == pytest ]]; then in_turn+=("$stage"); else in_lanes+=("$stage"); fi
+done
+if (( LANES < 2 || ${#in_lanes[@]} < 2 )); then
+  in_turn=("${stages[@]}")
+  in_lanes=()
+fi
+
+failed=0
+passed=0
+for stage in "${in_turn[@]}"; do
+  run_stage "$stage"
 done
 
-if [[ -n "$side_pid" ]]; then
-  wait "$side_pid"
-  for stage in "${side[@]}"; do
+if (( ${#in_lanes[@]} )); then
+  rm -rf "$LANE_LOGS"
+  mkdir -p "$LANE_LOGS"
+  lane_order=()
+  for stage in "${LONGEST_FIRST[@]}"; do
+    [[ " ${in_lanes[*]} " == *" $stage "* ]] && lane_order+=("$stage")
+  done
+  log "in $LANES lanes, longest first: ${lane_order[*]}"
+  lane_pids=()
+  for _ in $(seq "$LANES"); do
+    run_lane "${lane_order[@]}" &
+    lane_pids+=("$!")
+  done
+  wait "${lane_pids[@]}"
+  for stage in "${in_lanes[@]}"; do
     stage_begin "$stage"
-    cat "$SIDE_LOGS/$stage.log" >&2
+    cat "$LANE_LOGS/$stage.log" >&2
     status=FAILED elapsed=0
-    [[ -f "$SIDE_LOGS/$stage.status" ]] && read -r status elapsed < "$SIDE_LOGS/$stage.status"
+    [[ -f "$LANE_LOGS/$stage.status" ]] && read -r status elapsed < "$LANE_LOGS/$stage.status"
     STAGE_STARTED=$(( SECONDS - elapsed ))
     stage_end "$status"
     if [[ "$status" == ok ]]; then passed=$(( passed + 1 )); else failed=$(( failed + 1 )); fi

@@ -10,25 +10,29 @@ the short ones even out the end. The files not listed keep their order,
 after these.
 """
 
+import time
+
 # Wall seconds of each file on one worker of `scripts/test.sh pytest`
-# (docs/PERFORMANCE.md, "Longest files first"), longest first.
+# (`pytest --durations=0`, setup, call and teardown of its tests summed;
+# docs/PERFORMANCE.md, "Lanes after pytest"), longest first.
 LONGEST_FIRST = (
-    "tests/integration/test_deploy.py",          # 348
-    "tests/integration/test_verify.py",          # 322
-    "tests/integration/test_train_jobs.py",      # 272
-    "tests/integration/test_sriov.py",           # 271
-    "tests/integration/test_image.py",           # 230
-    "tests/integration/test_train.py",           # 159
-    "tests/integration/test_bench.py",           # 131
-    "tests/integration/test_site.py",            # 130
-    "tests/integration/test_api_faults.py",      # 90
-    "tests/integration/test_render.py",          # 76
-    "tests/integration/test_deploy_read.py",     # 64
-    "tests/unit/test_awx_playbook.py",           # 63
-    "tests/integration/test_hostile_input.py",   # 45
-    "tests/unit/test_train_launch_gloo.py",      # 41
-    "tests/unit/test_torchtitan_config.py",      # 31
-    "tests/unit/test_pod_bench.py",              # 20
+    "tests/integration/test_sriov.py",           # 341
+    "tests/integration/test_train_jobs.py",      # 295
+    "tests/integration/test_verify.py",          # 291
+    "tests/integration/test_deploy.py",          # 283
+    "tests/integration/test_image.py",           # 254
+    "tests/integration/test_bench.py",           # 225
+    "tests/integration/test_train.py",           # 207
+    "tests/integration/test_site.py",            # 159
+    "tests/integration/test_deploy_read.py",     # 108
+    "tests/integration/test_render.py",          # 92
+    "tests/integration/test_api_faults.py",      # 88
+    "tests/unit/test_train_launch_gloo.py",      # 71
+    "tests/unit/test_torchtitan_config.py",      # 52
+    "tests/unit/test_awx_playbook.py",           # 41
+    "tests/integration/test_hostile_input.py",   # 32
+    "tests/unit/test_collective_bench_gloo.py",  # 23
+    "tests/unit/test_pod_bench.py",              # 18
 )
 
 
@@ -37,3 +41,19 @@ def pytest_collection_modifyitems(session, config, items):
     # sort() keeps the order of equal keys: the tests of a file, and the
     # files not listed.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+def pytest_testnodedown(node, error):
+    """Says when each pytest-xdist worker ran out of files: from then on one
+    core is left to the last worker, and the time between the two lines is
+    what an uneven end of the suite costs."""
+    reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        started = getattr(node.config, "_suite_order_started", None)
+        elapsed = " after %.0f s" % (time.monotonic() - started) if started else ""
+        reporter.write("\n")
+        reporter.write_line("[suite] worker %s is done%s" % (node.gateway.id, elapsed))
+
+
+def pytest_sessionstart(session):
+    session.config._suite_order_started = time.monotonic()
