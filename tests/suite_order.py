@@ -10,8 +10,6 @@ the short ones even out the end. The files not listed keep their order,
 after these.
 """
 
-import time
-
 # Wall seconds of each file on one worker of `scripts/test.sh pytest`
 # (`pytest --durations=0`, setup, call and teardown of its tests summed;
 # docs/PERFORMANCE.md, "Lanes after pytest"), longest first.
@@ -42,18 +40,3 @@ def pytest_collection_modifyitems(session, config, items):
     # files not listed.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
-
-def pytest_testnodedown(node, error):
-    """Says when each pytest-xdist worker ran out of files: from then on one
-    core is left to the last worker, and the time between the two lines is
-    what an uneven end of the suite costs."""
-    reporter = node.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        started = getattr(node.config, "_suite_order_started", None)
-        elapsed = " after %.0f s" % (time.monotonic() - started) if started else ""
-        reporter.write("\n")
-        reporter.write_line("[suite] worker %s is done%s" % (node.gateway.id, elapsed))
-
-
-def pytest_sessionstart(session):
-    session.config._suite_order_started = time.monotonic()
