@@ -39,4 +39,3 @@ def pytest_collection_modifyitems(session, config, items):
     # sort() keeps the order of equal keys: the tests of a file, and the
     # files not listed.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
-

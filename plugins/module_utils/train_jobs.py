@@ -85,7 +85,7 @@ def launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout):
     return ["/bin/bash", "-c", script, "mlinfra-train", run_dir, run_id] + [str(arg) for arg in launch_args]
 
 
-def pod_template(statefulset, mode, job, labels, command):
+def pod_template(statefulset, mode, job, labels, command, port):
     """The StatefulSet's pod template, made a run's pod."""
     template = copy.deepcopy(statefulset["spec"]["template"])
     spec = template["spec"]
@@ -118,6 +118,10 @@ def pod_template(statefulset, mode, job, labels, command):
     if mode == "pytorchjob":
         env.append({"name": "REPLICA_INDEX", "valueFrom": {"fieldRef": {
             "fieldPath": "metadata.labels['training.kubeflow.org/replica-index']"}}})
+        # The Training Operator takes the rendezvous port from the container
+        # port of this name (else it adds port 23456 and points
+        # PET_RDZV_ENDPOINT there).
+        trainer["ports"] = [{"name": "pytorchjob-port", "containerPort": int(port), "protocol": "TCP"}]
     trainer["env"] = env
     return template
 
@@ -142,7 +146,7 @@ def manifests(statefulset, mode, run_id, replicas, launch_args, run_dir, port, r
                    RUN_LABEL: job})
     metadata = {"name": job, "namespace": namespace, "labels": labels, "annotations": {RUN_ID_ANNOTATION: run_id}}
     command = launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout)
-    template = pod_template(statefulset, mode, job, labels, command)
+    template = pod_template(statefulset, mode, job, labels, command, port)
     if mode == "job":
         service = {
             "apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(metadata),
@@ -162,8 +166,8 @@ def manifests(statefulset, mode, run_id, replicas, launch_args, run_dir, port, r
             "spec": {
                 # The seed's elastic c10d set-up; the launcher passes torchrun
                 # its settings itself.
-                "elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": replicas, "maxReplicas": replicas,
-                                  "maxRestarts": 0},
+                "elasticPolicy": {"rdzvBackend": "c10d", "rdzvPort": int(port), "minReplicas": replicas,
+                                  "maxReplicas": replicas, "maxRestarts": 0},
                 "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0, "ttlSecondsAfterFinished": int(ttl_seconds)},
                 "pytorchReplicaSpecs": {"Worker": {"replicas": replicas, "restartPolicy": "Never",
                                                    "template": template}},

@@ -36,6 +36,10 @@ def _baseline_words(run, baseline):
     entry = (baseline or {}).get(run.get("metric"))
     if not isinstance(entry, dict) or _number(entry.get("value")) is None:
         return ""
+    if entry.get("source") == "runs" and (_number(entry.get("of_runs")) or 0) <= 1:
+        # The median of one run is that run: compared with itself, it could
+        # not have been slower. Only a fall within the run was looked for.
+        return " within the run; no other run to compare it with (train_baseline)"
     return " (baseline %.1f %s)" % (entry["value"], entry.get("unit", ""))
 
 

@@ -4,7 +4,8 @@ ConfigMaps are the build context), and alone (image_role.yml) where what the
 role does before its first change, or its teardown, is the point.
 
 No OpenShift build controller runs on the local cluster, where BuildConfig,
-Build and ImageStream are custom resources (tools/localcluster/crds/openshift.yaml).
+Build and ImageStream are custom resources whose schemas are generated from
+openshift/api's OpenAPI document (tools/localcluster/openapi_crds.py).
 The tests play that controller: while a playbook waits for a build, the test
 finds the Build the role created and sets its status.phase (Running, then
 Complete or Failed) through the status subresource with the kubernetes

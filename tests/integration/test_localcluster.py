@@ -4,7 +4,8 @@ Everything here goes through the real kube-apiserver with the python
 `kubernetes` client: the scheduler places pods by node affinity, taints and
 extended resources; kwok (the fake kubelet) runs `exec` as a local command in
 the environment of the pod's node and serves `logs`; custom resources are
-validated by the API server against our CRDs.
+validated by the API server against the operators' own CRDs
+(tools/localcluster/upstream_crds.py), and the served ones are those files.
 """
 
 from __future__ import annotations
@@ -489,9 +490,18 @@ def test_kubectl_apply_rejects_a_misspelled_field(localcluster, api_client, name
         "apiVersion": "security.openshift.io/v1",
         "kind": "SecurityContextConstraints",
         "metadata": {"name": f"{namespace}-rdma"},
+        # The fields OpenShift's schema requires.
+        "priority": 0,
         "allowPrivilegedContainer": False,
         "allowedCapabilities": ["IPC_LOCK", "SYS_RESOURCE"],
+        "defaultAddCapabilities": [],
+        "requiredDropCapabilities": [],
         "allowHostDirVolumePlugin": True,
+        "allowHostIPC": False,
+        "allowHostNetwork": False,
+        "allowHostPID": False,
+        "allowHostPorts": False,
+        "readOnlyRootFilesystem": False,
         "runAsUser": {"type": "RunAsAny"},
         "seLinuxContext": {"type": "RunAsAny"},
         "users": [f"system:serviceaccount:{namespace}:trainer"],
@@ -502,6 +512,11 @@ def test_kubectl_apply_rejects_a_misspelled_field(localcluster, api_client, name
     result = kubectl_apply(bad)
     assert result.returncode != 0
     assert 'unknown field "allowedCapabilites"' in result.stderr
+    # OpenShift's schema requires priority; a client-side apply drops a null
+    # one (null means "remove" there), so the collection's SCC says 0.
+    for without in (dict((key, value) for key, value in scc.items() if key != "priority"), dict(scc, priority=None)):
+        result = kubectl_apply(without)
+        assert result.returncode != 0 and "priority: Required value" in result.stderr, result.stderr
     result = kubectl_apply(scc)
     assert result.returncode == 0, result.stderr
     # Cluster-scoped: no namespace, fields at the top level.
@@ -561,3 +576,31 @@ def test_each_crd_accepts_real_fields_and_rejects_a_typo(api_client, namespace, 
     with pytest.raises(ApiException) as failure:
         custom.create_namespaced_custom_object(group, version, namespace, plural, bad, field_validation="Strict")
     assert f'unknown field "{typo[0]}.{typo[1]}"' in json.loads(failure.value.body)["message"]
+
+
+def test_the_served_crds_are_the_operators_own_files(localcluster, api_client):
+    """Each CRD that upstream_crds.py names is served as the file in its
+    operator's Go module at the pinned version (go mod download checks the
+    module against go.sum), or, for OpenShift's build and image kinds, as
+    generated from that module's OpenAPI document: the same group, names,
+    scope and versions, each version's schema, subresources and columns."""
+    api = client.ApiextensionsV1Api(api_client)
+    entries = localcluster.upstream_crds.fetch()
+    assert {e["crd"]["metadata"]["name"] for e in entries} >= {
+        "sriovnetworks.sriovnetwork.openshift.io", "network-attachment-definitions.k8s.cni.cncf.io",
+        "pytorchjobs.kubeflow.org", "trainjobs.trainer.kubeflow.org", "clustertrainingruntimes.trainer.kubeflow.org",
+        "jobsets.jobset.x-k8s.io", "securitycontextconstraints.security.openshift.io",
+        "buildconfigs.build.openshift.io", "builds.build.openshift.io", "imagestreams.image.openshift.io"}
+    for entry in entries:
+        upstream = entry["crd"]
+        served = api_client.sanitize_for_serialization(api.read_custom_resource_definition(
+            upstream["metadata"]["name"]))["spec"]
+        where = "%s@%s/%s" % (entry["module"], entry["version"], entry["path"])
+        for key in ("group", "scope"):
+            assert served[key] == upstream["spec"][key], where
+        for key, value in upstream["spec"]["names"].items():
+            assert served["names"][key] == value, (where, key)
+        assert [v["name"] for v in served["versions"]] == [v["name"] for v in upstream["spec"]["versions"]], where
+        for mine, theirs in zip(served["versions"], upstream["spec"]["versions"]):
+            for key, value in theirs.items():
+                assert mine.get(key) == value, (where, mine["name"], key)

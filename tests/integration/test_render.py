@@ -206,3 +206,11 @@ def test_rendering_twice_writes_the_same_files(tmp_path):
         assert path.read_bytes() == (second / path.name).read_bytes(), path.name
         # moc trains in the running pods (train_start_mode exec): no run objects.
         assert (path.stat().st_size == 0) == (path.name == "train.yaml"), path.name
+    # What the user reads last: how to apply them, and why server-side,
+    # which holds while the code's ConfigMap is too large for the
+    # last-applied annotation of a client-side apply.
+    said = run.last_words()
+    assert "apply them server-side, `oc apply --server-side -f %s`" % second in said, said
+    code = next(doc for doc in yaml.safe_load_all((second / "autodetect.yaml").read_text())
+                if doc["metadata"]["name"].endswith("-autodetect-code"))
+    assert len(json.dumps(code)) > 262144

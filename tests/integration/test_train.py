@@ -53,7 +53,8 @@ def assert_summary_line(said, run_id, logs_dir):
     match = re.match(r"run %s succeeded on 2 pod\(s\) x 1 process\(es\): ([0-9.]+) tokens/s[^;]*; "
                      r"loss ([0-9.]+) -> ([0-9.]+) over 30 steps; "
                      r"(?:not degraded|DEGRADED: fell [0-9.]+%% from step [0-9]+ on \([0-9.]+ to [0-9.]+ [^)]+\))"
-                     r"(?: \(baseline [0-9.]+ [^)]+\))?; logs and summary: (.*)$"
+                     # One run and no train_baseline: nothing to compare with, and it says so.
+                     r" within the run; no other run to compare it with \(train_baseline\); logs and summary: (.*)$"
                      % re.escape(run_id), said)
     assert match, said
     throughput, first_loss, latest_loss, logs = match.groups()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from the Go module proxy: kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd
-# and kwok/kwokctl. Every version is pinned by the go.mod/go.sum files beside
+# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd,
+# kwok/kwokctl, and controller-gen (sigs.k8s.io/controller-tools, for the CRDs
+# of upstream_crds.py). Every version is pinned by the go.mod/go.sum files beside
 # this script. Built binaries are cached per version under
 #   ${MLINFRA_CACHE_DIR:-$HOME/.cache/mlinfra-multinode}/bin/<component>-<version>/
 # and a component whose cache is complete is not rebuilt. bin/current/ holds
@@ -32,6 +33,7 @@ required_version() {  # <go.mod dir> <module path>
 K8S_VERSION="$(required_version kubernetes k8s.io/kubernetes)"
 ETCD_VERSION="$(required_version etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(required_version kwok sigs.k8s.io/kwok)"
+CONTROLLER_GEN_VERSION="$(required_version controller-gen sigs.k8s.io/controller-tools)"
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -134,6 +136,10 @@ build_component() {  # <name> <version> <go.mod dir> <ldflags> <out:pkg>...
 }
 
 mkdir -p "$cache"
+# One build at a time: two callers at once (pytest workers, a test beside a
+# cluster start) wait here instead of building into the same directory.
+exec 9>"$cache/.build.lock"
+flock 9
 
 # /version of the API server reports these, as a release build would.
 k8s_ldflags="-s -w"
@@ -153,9 +159,14 @@ build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
   kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl:k8s.io/kubernetes/cmd/kubectl
 
+# Generates Volcano's CRDs from its published API types (upstream_crds.py).
+build_component controller-gen "$CONTROLLER_GEN_VERSION" controller-gen "-s -w" \
+  controller-gen:sigs.k8s.io/controller-tools/cmd/controller-gen
+
 # A stable directory of links, so callers need not know the versions.
 mkdir -p "$cache/current"
-for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube*; do
+for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube* \
+         "$cache/controller-gen-$CONTROLLER_GEN_VERSION/controller-gen"; do
   ln -sfn "$f" "$cache/current/$(basename "$f")"
 done
 log "binaries ready in $cache/current"

@@ -70,6 +70,11 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
+# upstream_crds.py beside this file, also when this file is loaded by path
+# (the tests do) rather than run.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import upstream_crds  # noqa: E402  (needs the path above)
 ROOT = HERE.parent.parent
 # The cluster's state directory; the inventory (inventories/local) reads the
 # same variable to find the kubeconfig in it.
@@ -93,7 +98,6 @@ FILES_BIN = ROOT / "files" / "bin"
 # The fake pods' "image": python3 and torchrun with torch
 # (requirements/workload.in, installed by scripts/setup.sh).
 WORKLOAD_BIN = ROOT / ".work" / "venv-workload" / "bin"
-CRDS_DIR = HERE / "crds"
 STAGES = HERE / "kwok" / "stages.yaml"
 BUILD = HERE / "build.sh"
 CACHE = Path(os.environ.get("MLINFRA_CACHE_DIR") or Path.home() / ".cache" / "mlinfra-multinode")
@@ -114,7 +118,8 @@ RUN_MARK = ANNOTATION_PREFIX + "runs-command"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
 NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl",
+            "controller-gen")
 
 
 def log(msg: str) -> None:
@@ -527,10 +532,11 @@ def wait_api(timeout: float) -> Api:
 
 
 def crd_documents() -> list[dict]:
-    docs = []
-    for path in sorted(CRDS_DIR.glob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    return docs
+    """The operators' own CRDs (upstream_crds.py)."""
+    try:
+        return [entry["crd"] for entry in upstream_crds.load()]
+    except upstream_crds.FetchError as err:
+        raise ClusterError(str(err)) from None
 
 
 def apply_crds(api: Api, timeout: float) -> None:

@@ -56,8 +56,11 @@ def moc(tmp_path_factory):
     return statefulset
 
 
+PORT = 29611
+
+
 def make(statefulset, mode, replicas=2, **kwargs):
-    return tj.manifests(statefulset, mode, RUN_ID, replicas, LAUNCH_ARGS, RUN_DIR, 29500, **kwargs)
+    return tj.manifests(statefulset, mode, RUN_ID, replicas, LAUNCH_ARGS, RUN_DIR, PORT, **kwargs)
 
 
 def pod_spec(obj):
@@ -125,7 +128,7 @@ def test_job_mode_is_a_headless_service_and_an_indexed_job(oke):
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["selector"] == {tj.RUN_LABEL: JOB}
-    assert service["spec"]["ports"] == [{"name": "rendezvous", "port": 29500, "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [{"name": "rendezvous", "port": PORT, "protocol": "TCP"}]
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed"
     assert spec["completions"] == spec["parallelism"] == 2
@@ -225,6 +228,9 @@ def test_pytorchjob_mode(oke):
         "fieldPath": "metadata.labels['training.kubeflow.org/replica-index']"}}} in pytorch["env"]
     assert "MASTER_ADDR" not in [var["name"] for var in pytorch["env"]]
     assert pytorch["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    # The operator's rendezvous endpoint on the run's port, not its 23456.
+    assert pytorch["ports"] == [{"name": "pytorchjob-port", "containerPort": PORT, "protocol": "TCP"}]
+    assert elastic["rdzvPort"] == PORT
     assert template["spec"]["initContainers"] == oke["spec"]["template"]["spec"]["initContainers"]
     assert template["spec"]["volumes"] == oke["spec"]["template"]["spec"]["volumes"]
 

@@ -42,3 +42,16 @@ def test_mfu_degradation_and_baseline_are_named():
 def test_a_throughput_that_could_not_be_read_is_not_a_number():
     line = summary_line("r", ["p-0"], 1, dict(RUN, throughput=None), [RANK0], {}, "/l")
     assert ": throughput not reported; loss 5.5488" in line
+
+
+def test_a_run_that_is_its_own_baseline_is_not_said_to_be_compared():
+    """Without train_baseline, throughput_report's baseline of one run is
+    that run's own figure: the line says nothing was compared."""
+    itself = {"tokens_per_sec_per_device": {"value": 13740.0, "unit": "tokens/s per device", "source": "runs",
+                                            "runs": 1, "of_runs": 1}}
+    line = summary_line("r", ["p-0", "p-1"], 1, RUN, [RANK0, RANK1], itself, "/l")
+    assert "; not degraded within the run; no other run to compare it with (train_baseline); logs" in line
+    assert "(baseline" not in line
+    several = {"tokens_per_sec_per_device": dict(itself["tokens_per_sec_per_device"], runs=3, of_runs=3)}
+    assert "not degraded (baseline 13740.0 tokens/s per device)" in summary_line(
+        "r", ["p-0"], 1, RUN, [RANK0], several, "/l")

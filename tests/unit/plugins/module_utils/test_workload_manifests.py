@@ -121,7 +121,9 @@ def test_the_pods_scc_on_openshift_only(platform, mode, expected_kinds, scc):
     assert kinds(manifests) == expected_kinds
     roles = [obj for obj in manifests["base"] if obj["kind"] == "ClusterRole"]
     assert [role["rules"][0]["resourceNames"] for role in roles] == ([[scc]] if scc else [])
-    expected = {"privileged": True} if mode == "privileged" else {"capabilities": {"add": ["IPC_LOCK"]}}
+    expected = {"privileged": True} if mode == "privileged" else {
+        "allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}}
     assert container(manifests, "trainer")["securityContext"] == expected
 
 
@@ -133,6 +135,34 @@ def test_the_ipc_lock_scc_allows_the_host_only_with_host_networking(host):
     assert (scc["allowHostNetwork"], scc["allowHostPorts"], scc["allowHostDirVolumePlugin"]) == (host, host, host)
     assert ("hostPath" in scc["volumes"]) is host
     assert scc["allowedCapabilities"] == ["IPC_LOCK"] and scc["allowPrivilegedContainer"] is False
+
+
+# OpenShift's restricted-v2 SCC, the fields that make it restricted: the
+# ipc_lock SCC keeps every one of them and allows IPC_LOCK where
+# restricted-v2 allows NET_BIND_SERVICE.
+RESTRICTED_V2 = {
+    "allowPrivilegedContainer": False, "allowPrivilegeEscalation": False, "allowHostIPC": False,
+    "allowHostPID": False, "requiredDropCapabilities": ["ALL"], "defaultAddCapabilities": [],
+    "runAsUser": {"type": "MustRunAsRange"}, "seLinuxContext": {"type": "MustRunAs"},
+    "fsGroup": {"type": "MustRunAs"}, "supplementalGroups": {"type": "RunAsAny"},
+    "seccompProfiles": ["runtime/default"],
+    "volumes": ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+                "secret"],
+}
+
+
+def test_the_ipc_lock_scc_is_restricted_v2_with_ipc_lock_and_the_pods_ask_for_no_more():
+    manifests = build(cluster_platform="openshift", cluster_security_mode="ipc_lock")
+    scc = [obj for obj in manifests["base"] if obj["kind"] == "SecurityContextConstraints"][0]
+    assert {key: scc[key] for key in RESTRICTED_V2} == RESTRICTED_V2
+    # The API requires the field; 0 sorts as unset does.
+    assert scc["priority"] == 0
+    for name in ("autodetect", "trainer"):
+        security = container(manifests, name)["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False and "privileged" not in security
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert set(security["capabilities"].get("add", [])) <= set(scc["allowedCapabilities"])
+        assert "runAsUser" not in security  # the namespace's range decides
 
 
 def test_user_nccl_values_reach_the_init_container_sorted_by_name():
