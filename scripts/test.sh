@@ -145,14 +145,15 @@ run_stage() {  # <stage>: runs it with its banner and time; counts it
 # stages is mostly one process, so one after another they left a core idle
 # for most of six minutes. After pytest they run in MLINFRA_TEST_LANES (2)
 # lanes at once, each lane taking the next stage no lane has taken, in the
-# order of LONGEST_FIRST (their seconds in a run in turn, docs/PERFORMANCE.md).
+# order of LONGEST_FIRST (their seconds in a run in turn, then in lanes,
+# where molecule slows most; docs/PERFORMANCE.md).
 # Each stage's output goes to .work/test-logs/<stage>.log, a line says when
 # it ended, and the outputs are printed whole, in the order the stages were
 # asked for, when all are done. MLINFRA_TEST_LANES=1 runs them in turn.
 # (Beside pytest they slowed the integration tests into their timeouts.)
 LANES="${MLINFRA_TEST_LANES:-2}"
 [[ "$LANES" =~ ^[1-9][0-9]*$ ]] || die "MLINFRA_TEST_LANES must be a whole number of 1 or more, not '$LANES'"
-LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 100, 85, 75, 65, 45 s
+LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 121, 141, 83, 81, 46 s in lanes (bd5fe81)
 LANE_LOGS="$WORK/test-logs"
 
 run_lane() {  # <stage...>: runs, in turn, each one that no other lane took
