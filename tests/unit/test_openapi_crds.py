@@ -5,20 +5,16 @@ real one, from the pinned module, read through upstream_crds.py)."""
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parents[2] / "tools" / "localcluster"
-sys.path.insert(0, str(HERE))
-try:
-    SPEC = importlib.util.spec_from_file_location("upstream_crds", HERE / "upstream_crds.py")
-    upstream_crds = importlib.util.module_from_spec(SPEC)
-    SPEC.loader.exec_module(upstream_crds)
-    import openapi_crds
-finally:
-    sys.path.remove(str(HERE))
+SPEC = importlib.util.spec_from_file_location(
+    "upstream_crds", Path(__file__).resolve().parents[2] / "tools" / "localcluster" / "upstream_crds.py")
+upstream_crds = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(upstream_crds)
+# The generator upstream_crds.py uses, the module it loaded from beside it.
+openapi_crds = upstream_crds.openapi_crds
 
 
 @pytest.fixture(scope="module")

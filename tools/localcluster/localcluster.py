@@ -99,9 +99,9 @@ FILES_BIN = ROOT / "files" / "bin"
 # (requirements/workload.in, installed by scripts/setup.sh).
 WORKLOAD_BIN = ROOT / ".work" / "venv-workload" / "bin"
 STAGES = HERE / "kwok" / "stages.yaml"
-BUILD = HERE / "build.sh"
-CACHE = Path(os.environ.get("MLINFRA_CACHE_DIR") or Path.home() / ".cache" / "mlinfra-multinode")
-BIN = CACHE / "bin" / "current"
+# build.sh, and where it keeps the binaries (MLINFRA_CACHE_DIR), as
+# upstream_crds.py finds controller-gen there.
+BUILD, BIN = upstream_crds.BUILD, upstream_crds.BIN
 
 FIELD_MANAGER = "mlinfra-localcluster"
 # Storage: a default class with pre-made volumes (directories under
