@@ -7,7 +7,8 @@
 #                              and the pip that downloads the ansible wheels
 #   .venv/                     Python 3.12 + requirements/lock.txt (runtime and test tools), with
 #                              scripts/zipimport_cache.py (bytecode for the Ansible modules' zips,
-#                              kept in ~/.cache/mlinfra-multinode/zipimport/)
+#                              kept in ~/.cache/mlinfra-multinode/zipimport/) and
+#                              scripts/module_forkserver.py (the tests' module processes)
 #   .work/venv-core-2.20/      Python 3.12 + requirements/lock-core-2.20.txt (oldest declared ansible-core)
 #   .work/venv-workload/       Python 3.12 + requirements/lock-workload.txt (torch, as in the training
 #                              image; the local cluster's pods run its python3)
@@ -77,20 +78,31 @@ ensure_venv() {  # <dir> <lock file> <label>
   log "$label: ready"
 }
 
-# Installs scripts/zipimport_cache.py into an environment's site-packages,
-# with the .pth file that imports it when its Python starts: the Ansible
-# modules it runs (zips) then compile each module_utils once per content, not
-# twice per run (the file says why; docs/PERFORMANCE.md what it saved).
-ensure_zipimport_cache() {  # <dir> <label>
-  local dir="$1" label="$2" site
+# Installs a start-up helper into an environment's site-packages, with the
+# .pth file that imports it when its Python starts (each file says why;
+# docs/PERFORMANCE.md what it saved):
+#   scripts/zipimport_cache.py    the Ansible modules it runs (zips) compile
+#                                 each module_utils once per content, not
+#                                 twice per run
+#   scripts/module_forkserver.py  the test suite's module processes are
+#                                 forked from a server that imported the
+#                                 installed packages once
+ensure_startup_helper() {  # <dir> <label> <script> <what>
+  local dir="$1" label="$2" script="$3" what="$4" site name
+  name="mlinfra_$(basename "$script" .py)"
   site="$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  if cmp -s "$ROOT/scripts/zipimport_cache.py" "$site/mlinfra_zipimport_cache.py" \
-     && [[ "$(cat "$site/mlinfra_zipimport_cache.pth" 2>/dev/null)" == "import mlinfra_zipimport_cache" ]]; then
+  if cmp -s "$ROOT/scripts/$script" "$site/$name.py" \
+     && [[ "$(cat "$site/$name.pth" 2>/dev/null)" == "import $name" ]]; then
     return 0
   fi
-  cp "$ROOT/scripts/zipimport_cache.py" "$site/mlinfra_zipimport_cache.py"
-  printf 'import mlinfra_zipimport_cache\n' > "$site/mlinfra_zipimport_cache.pth"
-  log "$label: bytecode cache for the modules' zips installed"
+  cp "$ROOT/scripts/$script" "$site/$name.py"
+  printf 'import %s\n' "$name" > "$site/$name.pth"
+  log "$label: $what installed"
+}
+
+ensure_startup_helpers() {  # <dir> <label>
+  ensure_startup_helper "$1" "$2" zipimport_cache.py "bytecode cache for the modules' zips"
+  ensure_startup_helper "$1" "$2" module_forkserver.py "module fork server for the tests"
 }
 
 # Installs a requirements file without dependencies into a directory that the
@@ -205,8 +217,8 @@ log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_versi
 ensure_uv
 ensure_venv "$VENV" "$ROOT/requirements/lock.txt" ".venv"
 ensure_venv "$VENV_OLDEST" "$ROOT/requirements/lock-core-2.20.txt" ".work/venv-core-2.20"
-ensure_zipimport_cache "$VENV" ".venv"
-ensure_zipimport_cache "$VENV_OLDEST" ".work/venv-core-2.20"
+ensure_startup_helpers "$VENV" ".venv"
+ensure_startup_helpers "$VENV_OLDEST" ".work/venv-core-2.20"
 ensure_venv "$VENV_WORKLOAD" "$ROOT/requirements/lock-workload.txt" ".work/venv-workload"
 ensure_target "$WORK/torchtitan-config" "$ROOT/requirements/torchtitan-config.txt" ".work/torchtitan-config"
 ensure_collections

@@ -1,11 +1,15 @@
 """Running the collection through the ansible and ansible-playbook CLIs, for the tests."""
 
+import atexit
 import contextlib
 import json
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -35,10 +39,60 @@ def _json_document(stdout, stderr):
     return json.JSONDecoder().raw_decode(stdout[start:])[0]
 
 
+# The module processes of the ansible runs below are forked from a server of
+# this pytest process (scripts/module_forkserver.py, which scripts/setup.sh
+# installs): it imports ansible's module_utils and the kubernetes client once
+# instead of once per task. MLINFRA_MODULE_FORKSERVER=0 turns it off.
+FORKSERVER_ENV = "MLINFRA_MODULE_FORKSERVER"
+_forkserver = {}
+
+
+def module_forkserver():
+    """The socket directory of this process's module fork server, started on
+    first use; "0" when it is off or cannot start (the modules then run the
+    ordinary way)."""
+    if os.environ.get(FORKSERVER_ENV) == "0":
+        return "0"
+    if "directory" not in _forkserver:
+        _forkserver["directory"] = _start_forkserver()
+    return _forkserver["directory"]
+
+
+def _start_forkserver():
+    try:
+        import mlinfra_module_forkserver as forkserver
+    except ImportError:
+        return "0"
+    directory = tempfile.mkdtemp(prefix="mlinfra-mfs-")
+    env = dict(os.environ)
+    env.pop(FORKSERVER_ENV, None)
+    # A session of its own: the server and any module copy still running are
+    # stopped together when this process ends.
+    server = subprocess.Popen([sys.executable, "-m", "mlinfra_module_forkserver", directory], cwd=REPO, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    atexit.register(_stop_forkserver, server, directory)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(forkserver.socket_path(directory)):
+        if server.poll() is not None or time.monotonic() > deadline:
+            return "0"
+        time.sleep(0.05)
+    return directory
+
+
+def _stop_forkserver(server, directory):
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+    except OSError:
+        pass
+    server.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def ansible_env(**extra):
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_NOCOLOR="1")
+    env[FORKSERVER_ENV] = module_forkserver()
     env.update(extra)
     return env
 
