@@ -71,6 +71,7 @@ BAD = [
     ("cluster_gpu_nodes", "node-a", "is not a list", "give a list"),
     ("sriov_operator_namespace", "sriov operator", "is not a DNS label", "lower-case letters"),
     ("train_volcano_queue", "Default Queue", "is not a DNS label", "lower-case letters"),
+    ("train_queue_name", "Team A", "is not a LocalQueue name", "lower-case letters"),
     ("sriov_node_label", "has space/label", "is not a label key", "example.com/sriov"),
     ("sriov_node_selector", {"role": "gpu node"}, "is not a label value", "at most 63"),
     ("cluster_rdma_shared_resource", "rdma/shared device", "is not a resource name", "rdma/rdma_shared_device_a"),

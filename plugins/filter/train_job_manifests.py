@@ -8,12 +8,16 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: train_job_manifests
-short_description: The objects of one training run in a Job start mode (indexed Job, PyTorchJob, Volcano Job)
+short_description: The objects of one training run in a Job start mode (indexed Job, PyTorchJob, Volcano Job, JobSet, TrainJob)
 version_added: 0.1.0
 description:
   - Turns the StatefulSet the statefulset role renders into the objects of one run - a headless Service and an
-    indexed Job (V(job)), a Kubeflow PyTorchJob (V(pytorchjob)) or a Volcano Job (V(volcano)) - whose pods are the
-    StatefulSet's pods running C(mlinfra-train start --wait) as one node each.
+    indexed Job (V(job)), a Kubeflow PyTorchJob (V(pytorchjob)), a Volcano Job (V(volcano)), a JobSet of one
+    replicated job (V(jobset)), or the deployment's Kubeflow Trainer TrainingRuntime and the run's TrainJob
+    (V(trainjob)) - whose pods are the StatefulSet's pods running C(mlinfra-train start --wait) as one node each.
+  - The objects are checked against the static rules of the operators' admission webhooks (Kubeflow Training
+    Operator, Volcano, JobSet, Kubeflow Trainer, Kueue); one they would refuse fails with the webhook's words and
+    the fix.
   - The node rank, the rendezvous host (pod 0) and each pod's own address come from what the mode's controller
     provides (the completion index, the replica-index label, C(VC_TASK_INDEX) and C(VC_WORKER_HOSTS)), as in the
     seeds' OKE examples; the pods do not restart and keep off each other's nodes.
@@ -30,7 +34,7 @@ options:
   mode:
     description: The start mode.
     type: str
-    choices: [job, pytorchjob, volcano]
+    choices: [job, pytorchjob, volcano, jobset, trainjob]
     required: true
   run_id:
     description: The run's id, also the rendezvous id; the objects' name is derived from it.
@@ -65,6 +69,10 @@ options:
     description: Volcano queue of a V(volcano) run.
     type: str
     default: default
+  queue_name:
+    description: Kueue LocalQueue of the run's workload (not in V(volcano) mode); empty for none.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -77,7 +85,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The objects to apply, in order (the Service first in V(job) mode).
+  description: The objects to apply, in order (the Service first in V(job) mode, the TrainingRuntime first in V(trainjob) mode).
   type: list
   elements: dict
 """
@@ -88,14 +96,15 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs impor
 
 
 def train_job_manifests(statefulset, mode, run_id, replicas, launch_args, run_dir="mlinfra-runs", port=29500,
-                        resolve_timeout=600, ttl_seconds=86400, volcano_queue="default"):
+                        resolve_timeout=600, ttl_seconds=86400, volcano_queue="default", queue_name=""):
     if not isinstance(statefulset, dict) or statefulset.get("kind") != "StatefulSet":
         raise AnsibleFilterError("train_job_manifests takes the StatefulSet manifest, got %s"
                                  % (statefulset.get("kind") if isinstance(statefulset, dict)
                                     else type(statefulset).__name__))
     try:
         return manifests(statefulset, mode, str(run_id), replicas, list(launch_args), run_dir, port,
-                         resolve_timeout=resolve_timeout, ttl_seconds=ttl_seconds, volcano_queue=volcano_queue)
+                         resolve_timeout=resolve_timeout, ttl_seconds=ttl_seconds, volcano_queue=volcano_queue,
+                         queue_name=queue_name or "")
     except TrainJobError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -26,7 +26,7 @@ options:
   mode:
     description: The start mode (it names the trainer container).
     type: str
-    choices: [job, pytorchjob, volcano]
+    choices: [job, pytorchjob, volcano, jobset, trainjob]
     required: true
 """
 

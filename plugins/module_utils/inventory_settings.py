@@ -330,7 +330,7 @@ SETTINGS = {
     "soak_save_baseline": ONE_LINE,
     "soak_report_dir": ONE_LINE,
     # train
-    "train_start_mode": _choice("exec", "job", "pytorchjob", "volcano"),
+    "train_start_mode": _choice("exec", "job", "pytorchjob", "volcano", "jobset", "trainjob"),
     "train_workload": _choice("torchtitan", "script", "demo"),
     "train_run_id": _text(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"),
                           "a run id of letters, digits, '.', '_' and '-' (at most 63)"),
@@ -353,6 +353,7 @@ SETTINGS = {
     "train_default_config": ONE_LINE,
     "train_baseline": ONE_LINE,
     "train_volcano_queue": NAME,
+    "train_queue_name": _text(DNS_LABEL, "a LocalQueue name (lower-case letters, digits, '-'; at most 63)", 63),
     "train_args": lambda value: to_list(value, ONE_LINE),
     "train_overrides": _scalar_map,
     "train_compile": _bool,

@@ -32,6 +32,7 @@ __metaclass__ = type
 import json
 import re
 
+from .admission_rules import AdmissionError, check_admission
 from .inventory_settings import setting_bool
 
 MANAGED_BY = "mlinfra.multinode"
@@ -47,12 +48,18 @@ class NetworkManifestError(ValueError):
 
 def network_manifests(settings, ipam):
     """The objects of every NIC in cluster_rdma_nics, all of one kind before
-    the next."""
+    the next, checked against the SR-IOV operator's admission rules."""
     nics = settings["cluster_rdma_nics"]
     if settings["cluster_rdma_network_type"] == "sriov":
         builders = ([node_policy] if setting_bool(settings, "sriov_create_policies") else []) + [sriov_network]
-        return [build(settings, nic, ipam) for build in builders for nic in nics]
-    return [attachment(settings, nic, ipam) for nic in nics]
+        objects = [build(settings, nic, ipam) for build in builders for nic in nics]
+    else:
+        objects = [attachment(settings, nic, ipam) for nic in nics]
+    try:
+        check_admission(objects)
+    except AdmissionError as exc:
+        raise NetworkManifestError(str(exc))
+    return objects
 
 
 def _network_labels(settings):

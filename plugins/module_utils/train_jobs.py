@@ -2,8 +2,9 @@
 # Copyright: mlinfra.multinode contributors
 # Apache License 2.0 (see LICENSE)
 """The train role's Job start modes: one object per run that Kubernetes (an
-indexed Job) or an operator (Kubeflow's PyTorchJob, a Volcano Job) turns into
-one pod per node, each running ``mlinfra-train start --wait``.
+indexed Job) or an operator (Kubeflow's PyTorchJob, a Volcano Job, a JobSet,
+a Kubeflow Trainer TrainJob) turns into one pod per node, each running
+``mlinfra-train start --wait``.
 
 The pods are the StatefulSet's pods (the same image, init container, NICs,
 devices, security context, node affinity and workspace claim, taken from the
@@ -11,8 +12,8 @@ StatefulSet the statefulset role renders, so the two never drift apart),
 changed only where a run differs from an idle development pod: the trainer
 container runs the launcher, nothing restarts, the pods carry the run's label
 and keep off each other's nodes. What each mode adds follows the seeds' OKE
-examples: where the node rank, the rendezvous host and the pod's own address
-come from.
+examples and the operators' own conventions: where the node rank, the
+rendezvous host and the pod's own address come from.
 
 =========== ========================== ============================== =========================
 mode        node rank                  rendezvous host (pod 0)         this pod's address
@@ -23,7 +24,18 @@ pytorchjob  replica-index label        <job>-worker-0 (the operator's  $POD_NAME
                                        Service per replica)
 volcano     $VC_TASK_INDEX             first of $VC_WORKER_HOSTS       its entry of
                                        (the svc plugin)                $VC_WORKER_HOSTS
+jobset      $JOB_COMPLETION_INDEX      <job>-node-0-0.<job> (the       <job>-node-0-<index>.<job>
+                                       JobSet's headless Service)
+trainjob    $JOB_COMPLETION_INDEX      <job>-node-0-0.<job> (the       <job>-node-0-<index>.<job>
+                                       JobSet Trainer makes of it)
 =========== ========================== ============================== =========================
+
+The trainjob mode splits the pod in two: a TrainingRuntime of the
+deployment (named after the application, in its namespace) holds the
+StatefulSet's pod, and the TrainJob of each run gives the node count, the
+processes per node, the launcher's command and, through a runtime patch, the
+run's label on its pods. Each mode's objects are checked against the
+operators' admission rules (admission_rules.py) before they are returned.
 
 Standard library only.
 """
@@ -35,12 +47,21 @@ __metaclass__ = type
 import copy
 import re
 
-MODES = ("job", "pytorchjob", "volcano")
+from .admission_rules import QUEUE_LABEL, TRAINER_ANCESTOR_LABEL, AdmissionError, check_admission
+
+MODES = ("job", "pytorchjob", "volcano", "jobset", "trainjob")
 RUN_LABEL = "mlinfra.io/train-run"
 RUN_ID_ANNOTATION = "mlinfra.io/run-id"
-# Kubeflow's training operator sets up the container of this name.
+# Kubeflow's training operator sets up the container of this name, Kubeflow
+# Trainer the container "node" of its replicated job "node".
 PYTORCHJOB_CONTAINER = "pytorch"
+TRAINJOB_CONTAINER = "node"
 TRAINER_CONTAINER = "trainer"
+# The replicated job of the jobset and trainjob modes: Trainer names pod 0's
+# address after it (<trainjob>-node-0-0.<trainjob>).
+REPLICATED_JOB = "node"
+# Who patches a TrainJob's runtime (a domain-prefixed path, as Trainer asks).
+RUNTIME_PATCH_MANAGER = "mlinfra.io/train"
 # Pod host names are <job>-<index> (Job) or <job>-worker-<index> (operators),
 # at most 63 characters; the job's name is also a Service's (a DNS-1035 label).
 _NAME_LIMIT = 40
@@ -50,6 +71,8 @@ _RANK_ADDRESS = {
     "pytorchjob": 'rank=$REPLICA_INDEX rdzv={job}-worker-0 local=$POD_NAME',
     "volcano": 'IFS=, read -ra hosts <<< "$VC_WORKER_HOSTS"; rank=$VC_TASK_INDEX rdzv=${{hosts[0]}} '
                'local=${{hosts[$VC_TASK_INDEX]}}',
+    "jobset": 'rank=$JOB_COMPLETION_INDEX rdzv={job}-node-0-0.{job} local={job}-node-0-$JOB_COMPLETION_INDEX.{job}',
+    "trainjob": 'rank=$JOB_COMPLETION_INDEX rdzv={job}-node-0-0.{job} local={job}-node-0-$JOB_COMPLETION_INDEX.{job}',
 }
 # Fixed text: everything from the inventory arrives as "$@" after the run
 # directory and the run id, as in the exec start mode.
@@ -63,6 +86,11 @@ class TrainJobError(Exception):
     """A run that cannot be rendered; the message says why."""
 
 
+def runtime_name(statefulset):
+    """The TrainingRuntime of a deployment: the application's name."""
+    return statefulset["metadata"]["name"]
+
+
 def job_name(run_id):
     """The Kubernetes name of a run's objects: the run id in lower case,
     other characters as '-', starting with a letter, short enough for the
@@ -74,7 +102,7 @@ def job_name(run_id):
 
 
 def container_name(mode):
-    return PYTORCHJOB_CONTAINER if mode == "pytorchjob" else TRAINER_CONTAINER
+    return {"pytorchjob": PYTORCHJOB_CONTAINER, "trainjob": TRAINJOB_CONTAINER}.get(mode, TRAINER_CONTAINER)
 
 
 def launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout):
@@ -86,7 +114,8 @@ def launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout):
 
 
 def pod_template(statefulset, mode, job, labels, command, port):
-    """The StatefulSet's pod template, made a run's pod."""
+    """The StatefulSet's pod template, made a run's pod (in trainjob mode, any
+    run's: job and command are None and the TrainJob gives them)."""
     template = copy.deepcopy(statefulset["spec"]["template"])
     spec = template["spec"]
     if "workspace" not in [volume.get("name") for volume in spec.get("volumes", [])]:
@@ -101,15 +130,21 @@ def pod_template(statefulset, mode, job, labels, command, port):
         spec["subdomain"] = job
     anti = spec.get("affinity", {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if anti:
-        # One pod of the run per node, whatever else runs there.
+        # One pod of the run per node, whatever else runs there; the
+        # runtime of the trainjob mode serves every run: one training pod
+        # of the application per node.
+        selector = {RUN_LABEL: job} if job else {"app.kubernetes.io/name": labels["app.kubernetes.io/name"]}
         for term in anti:
-            term["labelSelector"] = {"matchLabels": {RUN_LABEL: job}}
+            term["labelSelector"] = {"matchLabels": selector}
     trainers = [c for c in spec["containers"] if c["name"] == TRAINER_CONTAINER]
     if not trainers:
         raise TrainJobError("the StatefulSet's pod template has no %r container" % TRAINER_CONTAINER)
     trainer = trainers[0]
     trainer["name"] = container_name(mode)
-    trainer["command"] = command
+    if command:
+        trainer["command"] = command
+    else:
+        trainer.pop("command", None)
     trainer.pop("args", None)
     # Ready means the autodetect init container wrote nccl.env; a run's pod
     # has it before the trainer starts.
@@ -126,15 +161,27 @@ def pod_template(statefulset, mode, job, labels, command, port):
     return template
 
 
+def _launch_nproc(launch_args):
+    """The processes per node the launcher is given (--nproc-per-node)."""
+    args = [str(arg) for arg in launch_args]
+    if "--nproc-per-node" in args[:-1]:
+        value = args[args.index("--nproc-per-node") + 1]
+        return int(value) if value.isdigit() else None
+    return None
+
+
 def manifests(statefulset, mode, run_id, replicas, launch_args, run_dir, port, resolve_timeout=600,
-              ttl_seconds=86400, volcano_queue="default"):
+              ttl_seconds=86400, volcano_queue="default", queue_name=""):
     """The objects of one run in the given start mode, in the order to
-    apply them."""
+    apply them; queue_name puts the run on that Kueue LocalQueue."""
     if mode not in MODES:
         raise TrainJobError("start mode %r has no manifests: use one of %s" % (mode, ", ".join(MODES)))
     replicas = int(replicas)
     if replicas < 1:
         raise TrainJobError("a run needs at least one pod, replicas is %d" % replicas)
+    if queue_name and mode == "volcano":
+        raise TrainJobError("train_queue_name puts a run on a Kueue LocalQueue; Volcano queues its Jobs itself: "
+                            "give the Volcano queue as train_volcano_queue, or use another train_start_mode")
     meta = statefulset["metadata"]
     app, namespace = meta["name"], meta["namespace"]
     job = job_name(run_id)
@@ -142,48 +189,149 @@ def manifests(statefulset, mode, run_id, replicas, launch_args, run_dir, port, r
                   if key != "app.kubernetes.io/name")
     # Not the StatefulSet's name label: its Service and the roles that list
     # its pods by that label leave a run's pods alone.
-    labels.update({"app.kubernetes.io/name": app + "-train", "app.kubernetes.io/component": "train",
-                   RUN_LABEL: job})
-    metadata = {"name": job, "namespace": namespace, "labels": labels, "annotations": {RUN_ID_ANNOTATION: run_id}}
-    command = launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout)
-    template = pod_template(statefulset, mode, job, labels, command, port)
-    if mode == "job":
-        service = {
-            "apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(metadata),
-            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {RUN_LABEL: job},
-                     "ports": [{"name": "rendezvous", "port": int(port), "protocol": "TCP"}]},
-        }
-        batch = {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-            "spec": {"completionMode": "Indexed", "completions": replicas, "parallelism": replicas,
-                     # A failed rank fails the run; a retry would meet no one.
-                     "backoffLimit": 0, "ttlSecondsAfterFinished": int(ttl_seconds), "template": template},
-        }
-        return [service, batch]
-    if mode == "pytorchjob":
-        return [{
-            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata,
-            "spec": {
-                # The seed's elastic c10d set-up; the launcher passes torchrun
-                # its settings itself.
-                "elasticPolicy": {"rdzvBackend": "c10d", "rdzvPort": int(port), "minReplicas": replicas,
-                                  "maxReplicas": replicas, "maxRestarts": 0},
-                "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0, "ttlSecondsAfterFinished": int(ttl_seconds)},
-                "pytorchReplicaSpecs": {"Worker": {"replicas": replicas, "restartPolicy": "Never",
-                                                   "template": template}},
-            },
-        }]
+    labels.update({"app.kubernetes.io/name": app + "-train", "app.kubernetes.io/component": "train"})
+    run = {
+        "statefulset": statefulset, "mode": mode, "job": job, "replicas": replicas, "port": int(port),
+        "ttl": int(ttl_seconds), "volcano_queue": volcano_queue, "nproc": _launch_nproc(launch_args),
+        "labels": labels,
+        "metadata": {"name": job, "namespace": namespace, "labels": dict(labels, **{RUN_LABEL: job}),
+                     "annotations": {RUN_ID_ANNOTATION: run_id}},
+        "command": launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout),
+    }
+    objects = _BUILDERS[mode](run)
+    if queue_name:
+        # The workload itself: Kueue suspends it until the queue admits it.
+        objects[-1]["metadata"]["labels"][QUEUE_LABEL] = queue_name
+    try:
+        check_admission(objects)
+    except AdmissionError as exc:
+        raise TrainJobError(str(exc))
+    return objects
+
+
+def _run_template(run):
+    return pod_template(run["statefulset"], run["mode"], run["job"], run["metadata"]["labels"], run["command"],
+                        run["port"])
+
+
+def _job_objects(run):
+    """A headless Service for the pods' names and an indexed Job."""
+    job, replicas = run["job"], run["replicas"]
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(run["metadata"]),
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {RUN_LABEL: job},
+                 "ports": [{"name": "rendezvous", "port": run["port"], "protocol": "TCP"}]},
+    }
+    batch = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": run["metadata"],
+        "spec": {"completionMode": "Indexed", "completions": replicas, "parallelism": replicas,
+                 # A failed rank fails the run; a retry would meet no one.
+                 "backoffLimit": 0, "ttlSecondsAfterFinished": run["ttl"], "template": _run_template(run)},
+    }
+    return [service, batch]
+
+
+def _pytorchjob_objects(run):
+    replicas = run["replicas"]
     return [{
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": metadata,
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": run["metadata"],
         "spec": {
-            "schedulerName": "volcano", "queue": volcano_queue,
-            # All the nodes or none: a gang.
-            "minAvailable": replicas, "maxRetry": 0, "ttlSecondsAfterFinished": int(ttl_seconds),
-            "plugins": {"svc": ["--publish-not-ready-addresses=true"], "env": []},
-            "policies": [{"event": "PodFailed", "action": "TerminateJob"}],
-            "tasks": [{"name": "worker", "replicas": replicas, "template": template}],
+            # The seed's elastic c10d set-up; the launcher passes torchrun
+            # its settings itself.
+            "elasticPolicy": {"rdzvBackend": "c10d", "rdzvPort": run["port"], "minReplicas": replicas,
+                              "maxReplicas": replicas, "maxRestarts": 0},
+            "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0, "ttlSecondsAfterFinished": run["ttl"]},
+            "pytorchReplicaSpecs": {"Worker": {"replicas": replicas, "restartPolicy": "Never",
+                                               "template": _run_template(run)}},
         },
     }]
+
+
+def _volcano_objects(run):
+    replicas = run["replicas"]
+    return [{
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": run["metadata"],
+        "spec": {
+            "schedulerName": "volcano", "queue": run["volcano_queue"],
+            # All the nodes or none: a gang.
+            "minAvailable": replicas, "maxRetry": 0, "ttlSecondsAfterFinished": run["ttl"],
+            "plugins": {"svc": ["--publish-not-ready-addresses=true"], "env": []},
+            "policies": [{"event": "PodFailed", "action": "TerminateJob"}],
+            "tasks": [{"name": "worker", "replicas": replicas, "template": _run_template(run)}],
+        },
+    }]
+
+
+def _indexed_nodes(replicas, template):
+    """The one replicated job of the jobset and trainjob modes."""
+    return {"completionMode": "Indexed", "completions": replicas, "parallelism": replicas,
+            # A failed rank fails the run; a retry would meet no one.
+            "backoffLimit": 0, "template": template}
+
+
+def _jobset_spec(run, replicas, template, job_labels=None):
+    return {
+        # Pod host names <job>-node-0-<index>.<job>, before they are Ready
+        # (rank 0 resolves the others' names while they start).
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        # A failed pod fails its Job (backoffLimit 0) and the Job the run.
+        "failurePolicy": {"maxRestarts": 0},
+        "successPolicy": {"operator": "All"},
+        "ttlSecondsAfterFinished": run["ttl"],
+        "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {
+            "metadata": {"labels": dict(job_labels or {})}, "spec": _indexed_nodes(replicas, template)}}],
+    }
+
+
+def _jobset_objects(run):
+    """One JobSet: one replicated job of replicas pods, the JobSet's
+    headless Service for their names."""
+    return [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": run["metadata"],
+             "spec": _jobset_spec(run, run["replicas"], _run_template(run))}]
+
+
+def training_runtime(run):
+    """The deployment's TrainingRuntime: the StatefulSet's pod as Kubeflow
+    Trainer's torch node, for every run; a TrainJob gives the rest."""
+    meta = run["statefulset"]["metadata"]
+    template = pod_template(run["statefulset"], "trainjob", None, run["labels"], None, run["port"])
+    # Trainer finds the trainer's job by this label.
+    spec = _jobset_spec(run, 1, template, job_labels={TRAINER_ANCESTOR_LABEL: "trainer"})
+    for replicated in spec["replicatedJobs"]:
+        # Trainer sets the node count from the TrainJob (numNodes).
+        for key in ("completions", "parallelism"):
+            replicated["template"]["spec"].pop(key)
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+        "metadata": {"name": runtime_name(run["statefulset"]), "namespace": meta["namespace"],
+                     "labels": dict(run["labels"])},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": spec}},
+    }
+
+
+def _trainjob_objects(run):
+    """The deployment's TrainingRuntime (applied again: it follows the
+    inventory) and the run's TrainJob."""
+    runtime = training_runtime(run)
+    trainer = {"numNodes": run["replicas"], "command": run["command"]}
+    if run["nproc"]:
+        trainer["numProcPerNode"] = run["nproc"]
+    # The run's label on its pods, through a runtime patch: the runtime
+    # serves every run.
+    pod_labels = {"metadata": {"labels": {RUN_LABEL: run["job"]}}}
+    patch = {"manager": RUNTIME_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": REPLICATED_JOB, "template": {"spec": {"template": pod_labels}}}]}}}}
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": run["metadata"],
+        "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                "name": runtime["metadata"]["name"]},
+                 "trainer": trainer, "runtimePatches": [patch]},
+    }
+    return [runtime, trainjob]
+
+
+_BUILDERS = {"job": _job_objects, "pytorchjob": _pytorchjob_objects, "volcano": _volcano_objects,
+             "jobset": _jobset_objects, "trainjob": _trainjob_objects}
 
 
 _INDEX_LABELS = ("batch.kubernetes.io/job-completion-index", "training.kubeflow.org/replica-index",

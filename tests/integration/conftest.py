@@ -21,11 +21,12 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, dynamic
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -81,3 +82,40 @@ def namespace(api_client):
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def dyn(api_client):
+    return dynamic.DynamicClient(api_client)
+
+
+@pytest.fixture
+def real_namespaces(api_client):
+    """Creates the namespaces a test asks for (a namespaced dry run needs
+    its namespace); deletes those it created."""
+    core = client.CoreV1Api(api_client)
+    created, ready = [], set()
+
+    def ensure(name):
+        deadline = time.monotonic() + 120
+        while name not in ready:
+            try:
+                namespace = core.read_namespace(name)
+            except client.ApiException as err:
+                assert err.status == 404
+                core.create_namespace({"metadata": {"name": name}})
+                created.append(name)
+                ready.add(name)
+                continue
+            if namespace.metadata.deletion_timestamp is None:
+                ready.add(name)
+                continue
+            # Deleted by an earlier test (barcelona and moc share the SR-IOV
+            # operator's namespace) and not gone yet: a namespace that is
+            # terminating takes no objects, not even in a dry run.
+            assert time.monotonic() < deadline, "namespace %s is still terminating" % name
+            time.sleep(1)
+
+    yield ensure
+    for name in created:
+        core.delete_namespace(name)

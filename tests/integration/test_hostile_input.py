@@ -13,6 +13,7 @@ import pytest
 from ansible_cli import REPO, run_playbook
 from bad_settings import BAD, GOOD
 from kubernetes import client, dynamic
+from rendering import render
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +136,6 @@ def test_settings_that_do_not_go_together_are_refused_first(api_client, playbook
 
 
 def rendered(tmp_path, name, extra):
-    from test_render import render
     return render("local", tmp_path / name, extra)
 
 

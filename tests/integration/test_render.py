@@ -6,72 +6,19 @@ run needs its namespace; the SR-IOV operator's one included) and deleted
 afterwards."""
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible_cli import run_playbook
-from kubernetes import client, dynamic
+from kubernetes import client
+from rendering import dry_run_apply, render
 
 pytestmark = pytest.mark.integration
 
-FIELD_MANAGER = "mlinfra-render-test"
 ROOT = Path(__file__).resolve().parents[2]
 # One file per role, written even when the role has nothing to apply.
 FILES = ["autodetect", "image", "sriov", "statefulset", "train"]
-
-
-def render(inventory, directory, extra=None):
-    run = run_playbook("render.yml", inventory, dict(extra or {}, render_dir=str(directory)))
-    assert not run.failed, run.failure_messages() or run.stderr
-    documents = {}
-    for path in sorted(directory.glob("*.yaml")):
-        documents[path.stem] = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-    return documents
-
-
-def dry_run_apply(dyn, doc):
-    resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-    kwargs = {"namespace": doc["metadata"]["namespace"]} if resource.namespaced else {}
-    return resource.server_side_apply(body=doc, name=doc["metadata"]["name"], field_manager=FIELD_MANAGER,
-                                      force_conflicts=True, dry_run="All", **kwargs)
-
-
-@pytest.fixture
-def dyn(api_client):
-    return dynamic.DynamicClient(api_client)
-
-
-@pytest.fixture
-def real_namespaces(api_client):
-    """Creates the namespaces a test asks for; deletes those it created."""
-    core = client.CoreV1Api(api_client)
-    created, ready = [], set()
-
-    def ensure(name):
-        deadline = time.monotonic() + 120
-        while name not in ready:
-            try:
-                namespace = core.read_namespace(name)
-            except client.ApiException as err:
-                assert err.status == 404
-                core.create_namespace({"metadata": {"name": name}})
-                created.append(name)
-                ready.add(name)
-                continue
-            if namespace.metadata.deletion_timestamp is None:
-                ready.add(name)
-                continue
-            # Deleted by an earlier test (barcelona and moc share the SR-IOV
-            # operator's namespace) and not gone yet: a namespace that is
-            # terminating takes no objects, not even in a dry run.
-            assert time.monotonic() < deadline, "namespace %s is still terminating" % name
-            time.sleep(1)
-
-    yield ensure
-    for name in created:
-        core.delete_namespace(name)
 
 
 @pytest.mark.parametrize("inventory, extra", [

@@ -124,16 +124,36 @@ def test_stop_deletes_the_current_runs(api_client, deployed, tmp_path):
         said.startswith("run job-stopped stopped: its pods were deleted while it ran"), said
 
 
-def test_an_operator_kind_without_its_operator_times_out_with_the_reason(api_client, deployed, tmp_path):
-    namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="pytorchjob", train_run_id="ptj",
-                                                  train_logs_dir=str(tmp_path), train_timeout=4,
-                                                  train_progress_interval=2, train_poll_interval=1))
+@pytest.mark.parametrize("mode, api_version, kind, operator", [
+    ("pytorchjob", "kubeflow.org/v1", "PyTorchJob", "the Kubeflow training operator"),
+    ("jobset", "jobset.x-k8s.io/v1alpha2", "JobSet", "the JobSet controller"),
+    ("trainjob", "trainer.kubeflow.org/v1alpha1", "TrainJob", "Kubeflow Trainer (and JobSet)"),
+])
+def test_an_operator_kind_without_its_operator_times_out_with_the_reason(
+        api_client, deployed, tmp_path, mode, api_version, kind, operator):
+    namespace, run_id = deployed["cluster_namespace"], mode + "-run"
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode=mode, train_run_id=run_id,
+                                                  train_queue_name="team-a", train_logs_dir=str(tmp_path),
+                                                  train_timeout=4, train_progress_interval=2, train_poll_interval=1))
     assert run.failed
     message = " ".join(run.failure_messages())
-    assert "run ptj had no pod after train_timeout=4 s; its PyTorchJob was deleted" in message
-    assert "the Kubeflow training operator" in message
-    assert objects(api_client, namespace, "kubeflow.org/v1", "PyTorchJob", "ptj") == []
+    assert "run %s had no pod after train_timeout=4 s; its %s was deleted" % (run_id, kind) in message
+    assert "Does the cluster run %s" % operator in message and "(and does LocalQueue team-a admit it)" in message
+    (created,) = run.results("Create run " + run_id)
+    workload = created["results"][-1]["result"]
+    assert (workload["kind"], workload["metadata"]["name"]) == (kind, run_id)
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert objects(api_client, namespace, api_version, kind, run_id) == []
+    if mode == "trainjob":
+        # The deployment's runtime stays for the next run; it is the
+        # StatefulSet's pod with the container Trainer sets up.
+        runtime = created["results"][0]["result"]
+        assert (runtime["kind"], runtime["metadata"]["name"]) == ("TrainingRuntime", APP)
+        resource = dynamic.DynamicClient(api_client).resources.get(api_version=api_version, kind="TrainingRuntime")
+        pod = resource.get(namespace=namespace, name=APP).spec.template.spec.replicatedJobs[0].template.spec.template
+        assert [c.name for c in pod.spec.containers] == ["node"]
+        assert [c.name for c in pod.spec.initContainers] == ["autodetect"]
+        assert workload["spec"]["trainer"]["numNodes"] == 2
 
 
 @pytest.mark.parametrize("extra, expected", [

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
 from ansible_collections.mlinfra.multinode.plugins.module_utils.network_manifests import (
-    NetworkManifestError, network_manifests)
+    NetworkManifestError, attachment, network_manifests, node_policy, sriov_network)
 
 from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip
 
@@ -66,6 +66,15 @@ def test_attachments_carry_the_cni_configuration_of_their_type(network_type, exp
                            "ipam": {"type": "whereabouts", "range": "192.168.100.0/24"}}, **expected)
 
 
+def test_what_the_sr_iov_operators_webhook_would_refuse_is_refused_before_it_is_applied():
+    """One rule through network_manifests; every rule: test_admission_rules.py."""
+    with pytest.raises(NetworkManifestError, match=r'resource name "mlx5-rdma1" contains invalid characters.*'
+                                                   r'fix: cluster_rdma_nics\[\]\.resource'):
+        build(cluster_rdma_nics=[{"name": "rdma-a", "resource": "openshift.io/mlx5-rdma1", "pf": "ens1f0np0"}])
+    with pytest.raises(NetworkManifestError, match="end range exceeds the maximum VF index"):
+        build(sriov_num_vfs="4", cluster_rdma_nics=[{"name": "rdma-a", "resource": "openshift.io/a", "pf": "ens1f0#0-7"}])
+
+
 def test_a_nic_without_its_physical_function_or_ipam_is_refused():
     settings = inventory_settings("barcelona", cluster_rdma_nics=[{"name": "rdma-a", "resource": "openshift.io/a"}])
     with pytest.raises(NetworkManifestError, match="'rdma-a' has no pf"):
@@ -80,11 +89,23 @@ def test_hostile_values_are_one_value_each_and_add_no_field(hostile, network_typ
     def nics(value):
         return [{"name": "rdma-a", "resource": "openshift.io/" + value, "pf": value, "netdev": value}]
 
-    def objects(value):
-        return build(cluster_rdma_network_type=network_type, cluster_name=value, cluster_namespace=value,
-                     sriov_operator_namespace=value, sriov_nic_vendor=value, sriov_nic_device_id=value,
-                     sriov_device_type=value, cluster_rdma_nics=nics(value))
+    def settings_of(value):
+        return inventory_settings("barcelona", cluster_rdma_network_type=network_type, cluster_name=value,
+                                  cluster_namespace=value, sriov_operator_namespace=value, sriov_nic_vendor=value,
+                                  sriov_nic_device_id=value, sriov_device_type=value, cluster_rdma_nics=nics(value))
 
+    def objects(value):
+        # Each object as its builder makes it: network_manifests itself
+        # refuses what the SR-IOV operator's webhook would (below).
+        settings = settings_of(value)
+        ipam, nic = ipam_of(settings), settings["cluster_rdma_nics"][0]
+        if network_type == "sriov":
+            return [node_policy(settings, nic, ipam), sriov_network(settings, nic, ipam)]
+        return [attachment(settings, nic, ipam)]
+
+    if network_type == "sriov":
+        with pytest.raises(NetworkManifestError, match="SR-IOV Network Operator's admission webhook"):
+            network_manifests(settings_of(hostile), ipam_of(settings_of(hostile)))
     before, after = objects("plain"), objects(hostile)
     assert [key_paths(obj) for obj in after] == [key_paths(obj) for obj in before]
     assert paths_holding(after, hostile) == paths_holding(before, "plain")

@@ -68,6 +68,9 @@ def pod_spec(obj):
         return obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     if obj["apiVersion"].startswith("batch.volcano.sh/"):
         return obj["spec"]["tasks"][0]["template"]
+    if obj["kind"] in ("JobSet", "TrainingRuntime"):
+        return obj["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"] \
+            if obj["kind"] == "TrainingRuntime" else obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     return obj["spec"]["template"]
 
 
@@ -258,6 +261,100 @@ def test_volcano_mode(oke):
     assert make(oke, "volcano")[0]["spec"]["queue"] == "default"
 
 
+# ------------------------------------------------------------------ jobset
+
+def test_jobset_mode_is_one_replicated_job_of_indexed_pods_that_fails_on_a_failed_pod(oke):
+    before = copy.deepcopy(oke)
+    objects = make(oke, "jobset", replicas=3, ttl_seconds=600)
+    assert oke == before
+    assert [(obj["apiVersion"], obj["kind"]) for obj in objects] == [("jobset.x-k8s.io/v1alpha2", "JobSet")]
+    spec = objects[0]["spec"]
+    assert objects[0]["metadata"]["name"] == JOB
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert spec["failurePolicy"] == {"maxRestarts": 0} and spec["successPolicy"] == {"operator": "All"}
+    assert spec["ttlSecondsAfterFinished"] == 600
+    assert [(rj["name"], rj["replicas"]) for rj in spec["replicatedJobs"]] == [("node", 1)]
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    assert (job["completionMode"], job["completions"], job["parallelism"], job["backoffLimit"]) == ("Indexed", 3, 3, 0)
+    template = job["template"]
+    assert template["metadata"]["labels"][tj.RUN_LABEL] == JOB
+    assert template["spec"]["restartPolicy"] == "Never" and "subdomain" not in template["spec"]
+    trainer = container(template, "trainer")
+    assert trainer["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert template["spec"]["volumes"] == oke["spec"]["template"]["spec"]["volumes"]
+    assert template["spec"]["initContainers"] == oke["spec"]["template"]["spec"]["initContainers"]
+
+
+# ---------------------------------------------------------------- trainjob
+
+def test_trainjob_mode_is_the_deployments_runtime_and_the_runs_trainjob(oke):
+    before = copy.deepcopy(oke)
+    runtime, trainjob = make(oke, "trainjob", replicas=4)
+    assert oke == before
+    app, namespace = oke["metadata"]["name"], oke["metadata"]["namespace"]
+    assert (runtime["apiVersion"], runtime["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")
+    assert runtime["metadata"]["name"] == app and runtime["metadata"]["namespace"] == namespace
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}
+    [node] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert node["name"] == "node" and node["replicas"] == 1
+    assert node["template"]["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    assert "completions" not in node["template"]["spec"] and node["template"]["spec"]["backoffLimit"] == 0
+    template = node["template"]["spec"]["template"]
+    # The runtime serves every run: no run's label, no run's command.
+    assert tj.RUN_LABEL not in template["metadata"]["labels"]
+    main = container(template, "node")
+    assert "command" not in main and "args" not in main
+    assert main["image"] == input_trainer(oke)["image"]
+    assert main["securityContext"] == input_trainer(oke)["securityContext"]
+    assert template["spec"]["hostNetwork"] is True
+    assert template["spec"]["volumes"] == oke["spec"]["template"]["spec"]["volumes"]
+    assert template["spec"]["initContainers"] == oke["spec"]["template"]["spec"]["initContainers"]
+    assert template["spec"]["affinity"]["nodeAffinity"] == oke["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    anti = template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {term["labelSelector"]["matchLabels"]["app.kubernetes.io/name"] for term in anti} == {app + "-train"}
+
+    assert (trainjob["apiVersion"], trainjob["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    assert trainjob["metadata"]["name"] == JOB
+    spec = trainjob["spec"]
+    assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": app}
+    assert spec["trainer"]["numNodes"] == 4 and spec["trainer"]["numProcPerNode"] == 8
+    assert spec["trainer"]["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    [patch] = spec["runtimePatches"]
+    assert patch["manager"] == "mlinfra.io/train"
+    [patched] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert patched == {"name": "node", "template": {"spec": {"template": {
+        "metadata": {"labels": {tj.RUN_LABEL: JOB}}}}}}
+
+
+# ------------------------------------------------------------------- kueue
+
+@pytest.mark.parametrize("mode", ["job", "pytorchjob", "jobset", "trainjob"])
+def test_a_queue_name_labels_the_runs_workload_for_kueue(oke, mode):
+    objects = make(oke, mode, queue_name="team-a")
+    assert objects[-1]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # Only the workload: not the Service nor the runtime.
+    assert all("kueue.x-k8s.io/queue-name" not in obj["metadata"]["labels"] for obj in objects[:-1])
+    assert all("kueue.x-k8s.io/queue-name" not in obj["metadata"]["labels"] for obj in make(oke, mode))
+
+
+def test_a_kueue_queue_for_a_volcano_run_is_refused(oke):
+    with pytest.raises(tj.TrainJobError, match="train_volcano_queue"):
+        make(oke, "volcano", queue_name="team-a")
+
+
+def test_a_queue_name_kueue_would_refuse_is_refused_with_its_fix(oke):
+    with pytest.raises(tj.TrainJobError, match=r"queue-name.*Kueue's admission webhook.*fix: train_queue_name"):
+        make(oke, "job", queue_name="Team A")
+
+
+@pytest.mark.parametrize("mode", ["jobset", "trainjob"])
+def test_the_longest_run_name_leaves_room_for_the_jobsets_pod_names(oke, mode):
+    """JobSet refuses pod names over 63 characters (<name>-node-0-<index>-<5>):
+    names cut at 40 leave room for any node count one would run."""
+    objects = tj.manifests(oke, mode, "r" * 80, 100000, LAUNCH_ARGS, RUN_DIR, PORT)
+    assert objects[-1]["metadata"]["name"] == "r" * 40
+
+
 # ------------------------------------------------- the container's script, run
 
 STUB = """import json, os, sys
@@ -270,11 +367,19 @@ print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd()}))
     ("pytorchjob", JOB + "-worker-1", {"REPLICA_INDEX": "1"}, JOB + "-worker-0", JOB + "-worker-1"),
     ("volcano", "a-worker-1", {"VC_TASK_INDEX": "1", "VC_WORKER_HOSTS": "a-worker-0.a,a-worker-1.a"},
      "a-worker-0.a", "a-worker-1.a"),
+    ("jobset", JOB + "-node-0-1-x7k2p", {"JOB_COMPLETION_INDEX": "1"}, JOB + "-node-0-0." + JOB,
+     JOB + "-node-0-1." + JOB),
+    ("trainjob", JOB + "-node-0-1-x7k2p", {"JOB_COMPLETION_INDEX": "1"}, JOB + "-node-0-0." + JOB,
+     JOB + "-node-0-1." + JOB),
 ])
 def test_container_script_runs_the_launcher_with_the_modes_rank_and_addresses(
         oke, tmp_path, mode, pod, variables, rdzv, local):
     objects = make(oke, mode)
-    main = container(pod_spec(objects[-1]), tj.container_name(mode))
+    if mode == "trainjob":
+        # Trainer puts the TrainJob's command into the runtime's node container.
+        main = {"command": objects[-1]["spec"]["trainer"]["command"]}
+    else:
+        main = container(pod_spec(objects[-1]), tj.container_name(mode))
     plugins = tmp_path / "opt" / "plugins"
     plugins.mkdir(parents=True)
     bindir = tmp_path / "opt" / "files" / "bin"
