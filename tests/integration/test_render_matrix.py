@@ -5,12 +5,15 @@ Operator's and Trainer's, JobSet's CRDs, served at their pinned versions) in
 a server-side dry run, together with the pod each run's controller would
 make from its template.
 
-render.yml runs once per inventory x security mode x network mode (with the
-shared workspace that the Job start modes need), writing one start mode's
-run in turn; the other start modes' runs are made from the same rendered
-StatefulSet and launcher arguments by the function render.yml's filter calls
-(train_jobs.manifests), so every start mode of every combination is judged
-while each is written by render.yml itself at least three times. What the
+The objects that depend on these modes (namespace, RBAC and SCC, service,
+claims and StatefulSet; the SR-IOV or Multus networks; each start mode's
+run) are made by the functions the roles' filters call, from each
+inventory's settings as the cluster role checks them (manifest_checks.py),
+for all 16 combinations. That these are what render.yml writes is shown by
+rendering one combination per inventory through render.yml (a different
+security mode, network mode and start mode each time) and comparing. The
+objects that do not depend on the modes (the autodetect ConfigMaps, the
+image build) are dry-run per inventory in test_render.py. What the
 operators' admission webhooks would refuse is refused before this
 (test_admission_rules.py); the webhooks themselves do not run here."""
 
@@ -18,10 +21,15 @@ import copy
 import itertools
 
 import pytest
+from ansible_cli import LOCAL_PORTS
 from kubernetes import client
+from manifest_checks import inventory_settings
 from rendering import dry_run_apply, render
 
+from ansible_collections.mlinfra.multinode.plugins.filter.rdma_ipam import rdma_ipam
 from ansible_collections.mlinfra.multinode.plugins.module_utils import train_jobs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.network_manifests import network_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +38,34 @@ SECURITY_MODES = ["privileged", "ipc_lock"]
 NETWORK_MODES = {"rdma": {}, "tcp": {"cluster_network_mode": "tcp", "cluster_rdma_nics": []}}
 START_MODES = list(train_jobs.MODES)
 COMBINATIONS = list(itertools.product(INVENTORIES, SECURITY_MODES, NETWORK_MODES))
+# The combination of each inventory that render.yml writes, and its start mode.
+RENDERED = {
+    ("barcelona", "privileged", "tcp"): "trainjob",
+    ("moc", "ipc_lock", "rdma"): "jobset",
+    ("oke", "ipc_lock", "tcp"): "volcano",
+    ("local", "privileged", "rdma"): "pytorchjob",
+}
 RUN_ID = "Matrix.Run-1"
+
+
+def changes(inventory, security, network):
+    # The Job start modes need one workspace every pod mounts; each pytest
+    # worker's local cluster takes ports of its own (as run_playbook gives them).
+    return dict(NETWORK_MODES[network], cluster_security_mode=security, cluster_storage_mode="shared",
+                **(LOCAL_PORTS if inventory == "local" else {}))
+
+
+def objects_of(settings):
+    """(the deployment's objects, {start mode: a run's objects})."""
+    manifests = workload_manifests(settings)
+    attached = settings["cluster_network_mode"] == "rdma" and not settings["cluster_host_network"]
+    ipam = rdma_ipam(settings["cluster_rdma_nics"], settings["sriov_ipam_ranges"])
+    networks = network_manifests(settings, ipam) if attached else []
+    port = int(settings.get("train_rdzv_port", 29500))
+    launch_args = ["--nnodes", "2", "--nproc-per-node", "8", "--rdzv-port", str(port), "--workload", "demo"]
+    runs = dict((mode, train_jobs.manifests(manifests["statefulset"], mode, RUN_ID, 2, launch_args, "mlinfra-runs",
+                                            port)) for mode in START_MODES)
+    return networks + manifests["base"] + manifests["claims"] + [manifests["statefulset"]], runs
 
 
 def pod_templates(run_object):
@@ -47,18 +82,6 @@ def pod_templates(run_object):
     return [spec["template"]] if "template" in spec else []
 
 
-def launch_of(run_objects):
-    """(run_dir, run_id, launcher arguments) of a rendered run, read back from
-    its container's command (/bin/bash -c SCRIPT mlinfra-train DIR ID ARGS)."""
-    workload = run_objects[-1]
-    if workload["kind"] == "TrainJob":
-        command = workload["spec"]["trainer"]["command"]
-    else:
-        containers = pod_templates(workload)[0]["spec"]["containers"]
-        command = [c for c in containers if c["name"] in ("trainer", "pytorch")][0]["command"]
-    return command[4], command[5], command[6:]
-
-
 def as_pod(template, namespace, name):
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": namespace, "labels": template["metadata"].get("labels", {})},
@@ -71,36 +94,22 @@ def as_pod(template, namespace, name):
 
 @pytest.mark.parametrize("inventory, security, network", COMBINATIONS,
                          ids=["-".join(combination) for combination in COMBINATIONS])
-def test_every_start_mode_of_every_combination_is_accepted(
-        dyn, real_namespaces, tmp_path, inventory, security, network):
-    rendered_mode = START_MODES[COMBINATIONS.index((inventory, security, network)) % len(START_MODES)]
-    extra = dict(NETWORK_MODES[network], cluster_security_mode=security, cluster_storage_mode="shared",
-                 train_start_mode=rendered_mode, train_run_id=RUN_ID)
-    documents = render(inventory, tmp_path, extra)
-    statefulset = next(doc for doc in documents["statefulset"] if doc["kind"] == "StatefulSet")
+def test_every_start_mode_of_every_combination_is_accepted(dyn, real_namespaces, inventory, security, network):
+    settings = inventory_settings(inventory, **changes(inventory, security, network))
+    deployment, runs = objects_of(settings)
+    statefulset = deployment[-1]
     namespace = statefulset["metadata"]["namespace"]
-    run_dir, run_id, launch_args = launch_of(documents["train"])
-    assert run_id == RUN_ID
-    replicas = int(launch_args[launch_args.index("--nnodes") + 1])
-    runs = {mode: train_jobs.manifests(statefulset, mode, run_id, replicas, launch_args, run_dir,
-                                       launch_args[launch_args.index("--rdzv-port") + 1])
-            for mode in START_MODES}
-    # What render.yml wrote is what the function gives.
-    assert runs[rendered_mode] == documents["train"]
-
-    everything = [doc for stem in ("sriov", "autodetect", "image", "statefulset") for doc in documents[stem]]
-    for doc in everything:
+    for doc in deployment:
         if doc["kind"] == "Namespace":
             real_namespaces(doc["metadata"]["name"])
         elif doc["metadata"].get("namespace"):
             real_namespaces(doc["metadata"]["namespace"])
-    real_namespaces(namespace)
     account = statefulset["spec"]["template"]["spec"]["serviceAccountName"]
     try:
         client.CoreV1Api(dyn.client).create_namespaced_service_account(namespace, {"metadata": {"name": account}})
     except client.ApiException as err:
         assert err.status == 409
-    for doc in everything:
+    for doc in deployment:
         assert dry_run_apply(dyn, doc).metadata.name == doc["metadata"]["name"]
     for mode, objects in runs.items():
         for doc in objects:
@@ -109,12 +118,36 @@ def test_every_start_mode_of_every_combination_is_accepted(
                 pod = dry_run_apply(dyn, as_pod(template, namespace, "%s-%s-%d" % (mode, doc["kind"].lower(), index)))
                 assert bool(pod.spec.hostNetwork) == (inventory == "oke"), mode
 
+    trainer = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "trainer"][0]
     if security == "ipc_lock":
-        trainer = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "trainer"][0]
         assert trainer["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
         assert not trainer["securityContext"].get("privileged")
-    sriov_kinds = {doc["kind"] for doc in documents["sriov"]}
-    if network == "tcp" or inventory == "oke":
-        assert sriov_kinds == set()
     else:
-        assert sriov_kinds & {"SriovNetwork", "NetworkAttachmentDefinition"}
+        assert trainer["securityContext"]["privileged"] is True
+    kinds = {doc["kind"] for doc in deployment}
+    if network == "tcp" or inventory == "oke":
+        assert not kinds & {"SriovNetwork", "NetworkAttachmentDefinition"}
+    else:
+        assert kinds & {"SriovNetwork", "NetworkAttachmentDefinition"}
+
+
+@pytest.mark.parametrize("inventory, security, network", list(RENDERED),
+                         ids=["-".join(combination) for combination in RENDERED])
+def test_render_writes_the_objects_the_matrix_judges(tmp_path, inventory, security, network):
+    mode = RENDERED[(inventory, security, network)]
+    settings = inventory_settings(inventory, **changes(inventory, security, network))
+    deployment, runs = objects_of(settings)
+    documents = render(inventory, tmp_path, dict(changes(inventory, security, network), train_start_mode=mode,
+                                                 train_run_id=RUN_ID, replicas=2, train_nproc_per_pod=8,
+                                                 train_workload="demo"))
+    rendered = documents["sriov"] + documents["statefulset"]
+    assert sorted(rendered, key=repr) == sorted(deployment, key=repr)
+    # The run with the launcher arguments the train role gave it (the
+    # inventory's own train settings): /bin/bash -c SCRIPT mlinfra-train DIR ID ARGS.
+    workload = documents["train"][-1]
+    command = workload["spec"]["trainer"]["command"] if mode == "trainjob" else \
+        [c for c in pod_templates(workload)[0]["spec"]["containers"] if c["name"] in ("trainer", "pytorch")][0]["command"]
+    run_dir, run_id, launch_args = command[4], command[5], command[6:]
+    assert (run_dir, run_id) == ("mlinfra-runs", RUN_ID) and mode in runs
+    assert documents["train"] == train_jobs.manifests(deployment[-1], mode, run_id, 2, launch_args, run_dir,
+                                                      int(settings.get("train_rdzv_port", 29500)))

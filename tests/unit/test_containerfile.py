@@ -10,7 +10,7 @@ import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.filter.image_reference import image_reference
 from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
-from unit.plugins.module_utils.manifest_checks import inventory_settings
+from manifest_checks import inventory_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "files" / "Containerfile"

@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import check_settings
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 # Each would add, end or break a YAML field if pasted into YAML text; the
 # first is the storage class that added volumeName to a rendered claim.
