@@ -19,8 +19,9 @@
 #                 playbook run directly with ansible-playbook
 #   oldest-sanity ansible-test sanity with ansible-core 2.20
 # Every stage runs even when an earlier one failed; the script exits non-zero
-# if any failed, after a summary with each stage's time. After pytest, the
-# others run in MLINFRA_TEST_LANES (2) lanes at once, their output printed
+# if any failed, after a summary with each stage's time. sanity,
+# oldest-sanity and lint start beside pytest at nice 19; after pytest the
+# others run in MLINFRA_TEST_LANES (2) lanes at once; the outputs are printed
 # whole, stage by stage, when all are done.
 set -uo pipefail
 
@@ -147,13 +148,19 @@ run_stage() {  # <stage>: runs it with its banner and time; counts it
 # lanes at once, each lane taking the next stage no lane has taken, in the
 # order of LONGEST_FIRST (their seconds in a run in turn, then in lanes,
 # where molecule slows most; docs/PERFORMANCE.md).
+# The stages that need no cluster and keep no time (BESIDE_PYTEST) start in
+# one more lane with pytest, at the lowest CPU priority (nice 19): they take
+# the CPU pytest's workers leave idle and give way to them otherwise. (At
+# the normal priority beside pytest they slowed the integration tests into
+# their timeouts.) When pytest ends, that lane goes on with its stage while
+# the others take the rest.
 # Each stage's output goes to .work/test-logs/<stage>.log, a line says when
 # it ended, and the outputs are printed whole, in the order the stages were
 # asked for, when all are done. MLINFRA_TEST_LANES=1 runs them in turn.
-# (Beside pytest they slowed the integration tests into their timeouts.)
 LANES="${MLINFRA_TEST_LANES:-2}"
 [[ "$LANES" =~ ^[1-9][0-9]*$ ]] || die "MLINFRA_TEST_LANES must be a whole number of 1 or more, not '$LANES'"
 LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 121, 141, 83, 81, 46 s in lanes (bd5fe81)
+BESIDE_PYTEST=(sanity oldest-sanity lint)
 LANE_LOGS="$WORK/test-logs"
 
 run_lane() {  # <stage...>: runs, in turn, each one that no other lane took
@@ -179,19 +186,30 @@ fi
 
 failed=0
 passed=0
+lane_pids=()
+if (( ${#in_lanes[@]} )); then
+  rm -rf "$LANE_LOGS"
+  mkdir -p "$LANE_LOGS"
+  beside=()
+  for stage in "${BESIDE_PYTEST[@]}"; do
+    [[ " ${in_lanes[*]} " == *" $stage "* && " ${in_turn[*]} " == *" pytest "* ]] && beside+=("$stage")
+  done
+  if (( ${#beside[@]} )); then
+    log "beside pytest at nice 19: ${beside[*]}"
+    ( renice -n 19 -p "$BASHPID" >/dev/null; run_lane "${beside[@]}" ) &
+    lane_pids+=("$!")
+  fi
+fi
 for stage in "${in_turn[@]}"; do
   run_stage "$stage"
 done
 
 if (( ${#in_lanes[@]} )); then
-  rm -rf "$LANE_LOGS"
-  mkdir -p "$LANE_LOGS"
   lane_order=()
   for stage in "${LONGEST_FIRST[@]}"; do
-    [[ " ${in_lanes[*]} " == *" $stage "* ]] && lane_order+=("$stage")
+    [[ " ${in_lanes[*]} " == *" $stage "* && ! -e "$LANE_LOGS/$stage.taken" ]] && lane_order+=("$stage")
   done
   log "in $LANES lanes, longest first: ${lane_order[*]}"
-  lane_pids=()
   for _ in $(seq "$LANES"); do
     run_lane "${lane_order[@]}" &
     lane_pids+=("$!")
