@@ -66,13 +66,16 @@ RUNTIME_PATCH_MANAGER = "mlinfra.io/train"
 # at most 63 characters; the job's name is also a Service's (a DNS-1035 label).
 _NAME_LIMIT = 40
 
+# JobSet's pods (and so Trainer's): <jobset>-<replicated job>-<job index>-<pod index>.<subdomain>.
+_JOBSET_RANK_ADDRESS = ('rank=$JOB_COMPLETION_INDEX rdzv={job}-node-0-0.{job} '
+                        'local={job}-node-0-$JOB_COMPLETION_INDEX.{job}')
 _RANK_ADDRESS = {
     "job": 'rank=$JOB_COMPLETION_INDEX rdzv={job}-0.{job} local={job}-$JOB_COMPLETION_INDEX.{job}',
     "pytorchjob": 'rank=$REPLICA_INDEX rdzv={job}-worker-0 local=$POD_NAME',
     "volcano": 'IFS=, read -ra hosts <<< "$VC_WORKER_HOSTS"; rank=$VC_TASK_INDEX rdzv=${{hosts[0]}} '
                'local=${{hosts[$VC_TASK_INDEX]}}',
-    "jobset": 'rank=$JOB_COMPLETION_INDEX rdzv={job}-node-0-0.{job} local={job}-node-0-$JOB_COMPLETION_INDEX.{job}',
-    "trainjob": 'rank=$JOB_COMPLETION_INDEX rdzv={job}-node-0-0.{job} local={job}-node-0-$JOB_COMPLETION_INDEX.{job}',
+    "jobset": _JOBSET_RANK_ADDRESS,
+    "trainjob": _JOBSET_RANK_ADDRESS,
 }
 # Fixed text: everything from the inventory arrives as "$@" after the run
 # directory and the run id, as in the exec start mode.
@@ -290,7 +293,7 @@ def _jobset_objects(run):
              "spec": _jobset_spec(run, run["replicas"], _run_template(run))}]
 
 
-def training_runtime(run):
+def _training_runtime(run):
     """The deployment's TrainingRuntime: the StatefulSet's pod as Kubeflow
     Trainer's torch node, for every run; a TrainJob gives the rest."""
     meta = run["statefulset"]["metadata"]
@@ -312,7 +315,7 @@ def training_runtime(run):
 def _trainjob_objects(run):
     """The deployment's TrainingRuntime (applied again: it follows the
     inventory) and the run's TrainJob."""
-    runtime = training_runtime(run)
+    runtime = _training_runtime(run)
     trainer = {"numNodes": run["replicas"], "command": run["command"]}
     if run["nproc"]:
         trainer["numProcPerNode"] = run["nproc"]
