@@ -281,9 +281,12 @@ def deployment(api_client, prefix, nodes, extra=None):
     (remove_namespace). Yields the extra variables that name the
     deployment."""
     settings = dict(extra or {}, cluster_namespace="%s-%s" % (prefix, uuid.uuid4().hex[:6]), cluster_gpu_nodes=nodes)
-    run = run_playbook("deploy.yml", "local", settings)
-    assert not run.failed, run.failure_messages()
     try:
+        # Removed even when deploy.yml failed: what it made by then (the
+        # SriovNetworks that serve the namespace above all) would refuse the
+        # next deployment of the same NIC names on this cluster.
+        run = run_playbook("deploy.yml", "local", settings)
+        assert not run.failed, run.failure_messages()
         yield settings
     finally:
         remove_namespace(api_client, settings["cluster_namespace"])

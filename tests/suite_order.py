@@ -23,7 +23,7 @@ LONGEST_FIRST = (
     "tests/integration/test_train.py",           # 207
     "tests/integration/test_site.py",            # 159
     "tests/integration/test_deploy_read.py",     # 108
-    "tests/integration/test_render_matrix.py",   # new: 16 render.yml runs
+    "tests/integration/test_render_matrix.py",   # about 100 (4 render.yml runs, 80 dry-run sets)
     "tests/integration/test_render.py",          # 92
     "tests/integration/test_api_faults.py",      # 88
     "tests/unit/test_train_launch_gloo.py",      # 71

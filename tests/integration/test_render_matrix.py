@@ -59,8 +59,9 @@ def objects_of(settings):
     """(the deployment's objects, {start mode: a run's objects})."""
     manifests = workload_manifests(settings)
     attached = settings["cluster_network_mode"] == "rdma" and not settings["cluster_host_network"]
-    ipam = rdma_ipam(settings["cluster_rdma_nics"], settings["sriov_ipam_ranges"])
-    networks = network_manifests(settings, ipam) if attached else []
+    # As the sriov role: the NICs' IPAM is worked out only where networks are attached.
+    networks = network_manifests(settings, rdma_ipam(settings["cluster_rdma_nics"], settings["sriov_ipam_ranges"])) \
+        if attached else []
     port = int(settings.get("train_rdzv_port", 29500))
     launch_args = ["--nnodes", "2", "--nproc-per-node", "8", "--rdzv-port", str(port), "--workload", "demo"]
     runs = dict((mode, train_jobs.manifests(manifests["statefulset"], mode, RUN_ID, 2, launch_args, "mlinfra-runs",

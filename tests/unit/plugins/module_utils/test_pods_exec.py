@@ -1,5 +1,9 @@
-"""pods_exec.follow: a command looked at again while every pod's answer
-holds the wanted state, within its time, with a clock of the test's own."""
+"""pods_exec: follow looks at a command again while every pod's answer
+holds the wanted state, within its time (with a clock of the test's own);
+an exec is started again when the node could not start it yet, and asked
+once more when it answered nothing where JSON was asked for."""
+
+import types
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import pods_exec
 
@@ -105,3 +109,32 @@ def test_a_command_the_node_could_not_start_yet_is_started_again_within_bounds(m
     monkeypatch.setattr(pods_exec, "_exec_once", once([refused, answered]))
     assert pods_exec.exec_in_pod(None, "ns", "h-kim-0", "trainer", ["true"], 60)["error"] == "403 Forbidden"
     assert len(calls) == 1
+
+
+def test_an_empty_answer_where_json_is_asked_for_is_asked_once_more(monkeypatch):
+    """An exec that ends with status 0 and no output is run again once; a
+    second empty answer is the pod's answer, named as not JSON."""
+    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(name="h-kim-0", namespace="ns"),
+                                spec=types.SimpleNamespace(node_name="node-a"))
+    replies = []
+
+    def exec_in_pod(*args):
+        return dict(replies.pop(0), seconds=0.1)
+
+    monkeypatch.setattr(pods_exec, "exec_in_pod", exec_in_pod)
+    empty = {"rc": 0, "stdout": "", "stderr": "", "error": None}
+    replies[:] = [empty, dict(empty, stdout='{"transport": "IB"}')]
+    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
+    assert entry["json"] == {"transport": "IB"} and entry["error"] is None and replies == []
+
+    replies[:] = [empty, empty, empty]
+    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
+    assert entry["json"] is None and entry["error"].startswith("output is not JSON") and len(replies) == 1
+
+    # Without parse_json, or when the command failed, the answer stands.
+    replies[:] = [empty, empty]
+    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["true"])
+    assert entry["rc"] == 0 and len(replies) == 1
+    replies[:] = [dict(empty, rc=1), empty]
+    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
+    assert entry["rc"] == 1 and entry["json"] is None and len(replies) == 1
