@@ -15,6 +15,7 @@ in-pod command ``mlinfra-node-check``.
 from __future__ import absolute_import, division, print_function
 
 from .node_facts import roce_v2_ipv4_gids
+from .node_rails import NEAR, cpu_placement, rail_table
 
 __metaclass__ = type
 
@@ -35,12 +36,16 @@ CHECK_NAMES = (
     "nvlink_topology",
     "pcie_acs",
     "mtu",
+    "gpu_nic_rails",
+    "kubelet_topology",
 )
 # Checks of what a training pod itself sees (run with in_pod=True): the
 # node can be fine and the pod still lack the capability or the devices.
 POD_CHECK_NAMES = (
     "ipc_lock",
     "dev_infiniband",
+    "pod_rails",
+    "cpu_placement",
 )
 
 
@@ -381,6 +386,102 @@ def check_dev_infiniband(facts, expect):
         return _result("dev_infiniband", FAIL, "/dev/infiniband holds no uverbs device (%s)"
                        % (", ".join(dev["entries"]) or "empty"), remedy, data)
     return _result("dev_infiniband", PASS, "/dev/infiniband: %s" % ", ".join(dev["entries"]), data=data)
+
+
+def _rails_result(name, table, remedy_far):
+    """The verdict on a rail table: every finding costs speed, not
+    correctness, so the worst is a warning."""
+    rails = table["rails"]
+    data = dict(table)
+    if not rails:
+        return _result(name, SKIP, "no GPU could be placed against a NIC (%s)" % (
+            "PCI paths of %s not readable" % ", ".join(table["unknown"]) if table["unknown"] else "no GPUs"), data=data)
+    findings = ["%s's nearest NIC %s is %s away (%s)" % (
+        rail["gpu"], rail["nic"], rail["distance"],
+        "another NUMA node" if rail["distance"] == "SYS" else "across host bridges")
+        for rail in rails if rail["distance"] not in NEAR]
+    findings += ["%s carry their traffic through one NIC, %s, while %s carries none"
+                 % (" and ".join(shared["gpus"]), shared["nic"], ", ".join(shared["free"])) for shared in table["shared"]]
+    table_text = ", ".join("%s-%s %s" % (rail["gpu"], rail["nic"], rail["distance"]) for rail in rails)
+    if findings:
+        return _result(name, WARN, "; ".join(findings) + " (rails: %s)" % table_text, remedy_far, data)
+    message = "every GPU has a NIC on its own PCIe switch or host bridge: %s" % table_text
+    if table["nics_without_gpu"]:
+        return _result(name, WARN, "%s; no GPU is near %s" % (message, ", ".join(table["nics_without_gpu"])),
+                       "A NIC no GPU is near carries GPU traffic across the CPU if NCCL uses it: leave it out of "
+                       "NCCL_IB_HCA (cluster_rdma_nics) unless it serves storage or management only.", data)
+    return _result(name, PASS, message, data=data)
+
+
+def check_gpu_nic_rails(facts, expect):
+    if not facts["rdma"]["devices"]:
+        return _result("gpu_nic_rails", SKIP, "no RDMA NICs to pair the GPUs with")
+    return _rails_result("gpu_nic_rails", rail_table(facts),
+                         "Put each GPU's NIC in a PCIe slot on the GPU's switch (the server's rail layout), or "
+                         "use the NICs that are (cluster_rdma_nics); a GPU whose NIC is across the CPU sends every "
+                         "byte through host memory.")
+
+
+def check_pod_rails(facts, expect):
+    """The GPUs a pod was given against the NICs it was given: the node may
+    have a NIC beside every GPU and the pod still get the wrong pairs."""
+    if not expect.rdma:
+        return _result("pod_rails", SKIP, "tcp mode: no RDMA NICs in the pod")
+    interfaces = [name for name in facts["netdevs"] if name not in ("lo", "eth0")]
+    table = rail_table(facts, pod_interfaces=interfaces)
+    if not table["nics"]:
+        return _result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"
+                       % (", ".join(interfaces) or "none"), data=table)
+    return _rails_result("pod_rails", table,
+                         "The pod's GPUs and NICs were allocated on different NUMA nodes or switches: set the "
+                         "kubelet's topologyManagerPolicy to single-numa-node (OpenShift: a PerformanceProfile "
+                         "with numa.topologyPolicy single-numa-node) and give the SR-IOV network one resource per "
+                         "NUMA node, so the device plugins hand out GPUs and NICs that belong together.")
+
+
+def check_cpu_placement(facts, expect):
+    placement = cpu_placement(facts)
+    if not placement["known"]:
+        return _result("cpu_placement", SKIP, "the pod's CPU set or the NUMA nodes' CPU lists are not readable",
+                       data=placement)
+    if not placement["gpu_numa_nodes"]:
+        return _result("cpu_placement", SKIP, "no GPU with a known NUMA node", data=placement)
+    spread = ", ".join("node %d: %d CPU(s)" % item for item in placement["cpus_per_numa_node"].items())
+    problems = []
+    if placement["misses"]:
+        problems.append("no CPU on NUMA node(s) %s of its GPUs" % ", ".join(map(str, placement["misses"])))
+    if placement["spans"]:
+        problems.append("CPUs on NUMA node(s) %s where none of its GPUs is" % ", ".join(map(str, placement["spans"])))
+    if problems:
+        return _result("cpu_placement", WARN, "the pod may run on CPUs %s (%s): %s; the first suspect when a job "
+                       "is slower under Kubernetes than on the same hosts without it"
+                       % (placement["allowed_list"], spread, "; ".join(problems)),
+                       "Give the kubelet cpuManagerPolicy static with topologyManagerPolicy single-numa-node (or "
+                       "restricted) and the pods Guaranteed QoS (whole CPUs, requests equal to limits); on "
+                       "OpenShift, a PerformanceProfile does both.", placement)
+    return _result("cpu_placement", PASS, "the pod's CPUs %s are on its GPUs' NUMA node(s) %s"
+                   % (placement["allowed_list"], ", ".join(map(str, placement["gpu_numa_nodes"]))), data=placement)
+
+
+def check_kubelet_topology(facts, expect):
+    kubelet = facts.get("kubelet") or {}
+    if not kubelet.get("source"):
+        return _result("kubelet_topology", SKIP, "no kubelet configuration found on the node (%s)"
+                       % ", ".join("/var/lib/kubelet/config.yaml /etc/kubernetes/kubelet.conf".split()), data=kubelet)
+    nodes = sorted(set(gpu["numa_node"] for gpu in facts["nvidia"]["gpus"]
+                       if gpu.get("numa_node") is not None and gpu["numa_node"] >= 0))
+    settings = ", ".join("%s=%s" % (name, kubelet[name]) for name in
+                         ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy") if kubelet[name])
+    aligned = (kubelet["topologyManagerPolicy"] in ("single-numa-node", "restricted")
+               and kubelet["cpuManagerPolicy"] == "static")
+    if aligned or len(nodes) < 2:
+        return _result("kubelet_topology", PASS, "%s (%s; GPUs on %d NUMA node(s))"
+                       % (settings, kubelet["source"], len(nodes)), data=kubelet)
+    return _result("kubelet_topology", WARN, "the GPUs are on NUMA nodes %s and the kubelet does not keep a pod's "
+                   "CPUs, GPUs and NICs on one: %s (%s)" % (", ".join(map(str, nodes)), settings, kubelet["source"]),
+                   "Set cpuManagerPolicy: static and topologyManagerPolicy: single-numa-node (or restricted) in the "
+                   "kubelet configuration (OpenShift: a PerformanceProfile with numa.topologyPolicy); the kubelet "
+                   "needs its cpu_manager_state removed when the CPU policy changes.", kubelet)
 
 
 CHECKS = dict((name, globals()["check_" + name]) for name in CHECK_NAMES + POD_CHECK_NAMES)

@@ -267,6 +267,9 @@ def gather_nvidia(reader):
             "minor": int(info["Device Minor"]) if info.get("Device Minor", "").isdigit() else None,
             "numa_node": reader.read_int("sys/bus/pci/devices", pci, "numa_node")
             if reader.exists("sys/bus/pci/devices", pci, "numa_node") else None,
+            # Where it sits on the PCIe tree (node_rails pairs it with a NIC).
+            "pci_path": reader.realpath("sys/bus/pci/devices", pci) if reader.exists("sys/bus/pci/devices", pci)
+            else None,
         })
     return {
         "driver_version": driver,
@@ -325,10 +328,14 @@ def gather_rdma(reader):
             })
         numa = reader.read_int("sys/class/infiniband", dev, "device", "numa_node") \
             if reader.exists("sys/class/infiniband", dev, "device", "numa_node") else None
+        # A virtual function's rail is its physical function's port.
+        physfn = os.path.basename(reader.realpath("sys/class/infiniband", dev, "device", "physfn")) \
+            if reader.exists("sys/class/infiniband", dev, "device", "physfn") else None
         devices.append({
             "name": dev,
             "pci": pci,
             "pci_path": device_link if pci else None,
+            "physfn": physfn,
             "numa_node": numa,
             "netdevs": netdevs,
             "hca_type": reader.read("sys/class/infiniband", dev, "hca_type", quiet=True),
@@ -419,30 +426,37 @@ def gather_dev_infiniband(reader):
     return {"present": present, "entries": reader.listdir("dev/infiniband", natural=True) if present else []}
 
 
-def _parse_cpu_list(text, reader=None, rel=None):
-    count = 0
+def cpu_set(text):
+    """The CPUs of a kernel CPU list ("0-31,64-95"), or None if it is not one."""
+    cpus = set()
     for chunk in (text or "").split(","):
         chunk = chunk.strip()
         if not chunk:
             continue
         low, high = chunk.partition("-")[::2]
         try:
-            count += (int(high) - int(low) + 1) if high else 1
+            cpus.update(range(int(low), int(high) + 1) if high else (int(low),))
         except ValueError:
-            if reader is not None:
-                reader.malformed(rel, text)
             return None
-    return count or None
+    return cpus
+
+
+def _parse_cpu_list(text, reader=None, rel=None):
+    cpus = cpu_set(text)
+    if cpus is None and reader is not None:
+        reader.malformed(rel, text)
+    return len(cpus) if cpus else None
 
 
 def gather_cpus(reader):
     """CPUs this node (or pod) may use: the online CPUs, narrowed by the
     cpuset and the cgroup v2 quota when they say less."""
     online = _parse_cpu_list(reader.read("sys/devices/system/cpu/online"), reader, "sys/devices/system/cpu/online")
-    allowed = None
+    allowed = allowed_list = None
     for line in (reader.read("proc/self/status", quiet=True) or "").splitlines():
         if line.startswith("Cpus_allowed_list:"):
-            allowed = _parse_cpu_list(line.split(":", 1)[1])
+            allowed_list = line.split(":", 1)[1].strip()
+            allowed = _parse_cpu_list(allowed_list)
     quota = None
     cpu_max = reader.read("sys/fs/cgroup/cpu.max", quiet=True)
     if cpu_max:
@@ -454,7 +468,104 @@ def gather_cpus(reader):
                 quota = None
     usable = [value for value in (online, allowed, quota) if value]
     return {"online": online, "cpuset": allowed, "cgroup_quota": quota,
-            "usable": min(usable) if usable else None}
+            "usable": min(usable) if usable else None, "allowed_list": allowed_list}
+
+
+def gather_numa(reader):
+    """Each NUMA node's CPU list (sysfs), by node number."""
+    nodes = {}
+    for name in reader.listdir("sys/devices/system/node", natural=True):
+        if re.match(r"^node[0-9]+$", name):
+            nodes[int(name[4:])] = reader.read("sys/devices/system/node", name, "cpulist")
+    return {"nodes": nodes}
+
+
+# Where the kubelet keeps its configuration when its command line does not
+# say: kubeadm and most distributions, then OpenShift (a JSON document).
+KUBELET_CONFIGS = ("var/lib/kubelet/config.yaml", "etc/kubernetes/kubelet.conf")
+KUBELET_POLICIES = ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope")
+KUBELET_DEFAULTS = {"cpuManagerPolicy": "none", "memoryManagerPolicy": "None", "topologyManagerPolicy": "none",
+                    "topologyManagerScope": "container"}
+# The command-line flags of the same settings (deprecated, still honoured).
+_KUBELET_FLAGS = {"--cpu-manager-policy": "cpuManagerPolicy", "--memory-manager-policy": "memoryManagerPolicy",
+                  "--topology-manager-policy": "topologyManagerPolicy",
+                  "--topology-manager-scope": "topologyManagerScope"}
+# Top-level scalars, alike in YAML and JSON ("key": "value" or key: value).
+_KUBELET_SETTING_RE = r'^\s{0,2}"?%s"?\s*:\s*"?([A-Za-z-]+)"?\s*,?\s*$'
+
+
+# The kubelet's processes, where systemd runs it as kubelet.service (kubeadm,
+# OpenShift): cgroup v2, then v1's systemd hierarchy.
+KUBELET_CGROUP_PROCS = ("sys/fs/cgroup/system.slice/kubelet.service/cgroup.procs",
+                        "sys/fs/cgroup/systemd/system.slice/kubelet.service/cgroup.procs")
+
+
+def _kubelet_process(reader):
+    """(pid, arguments) of the running kubelet, or None. Found through its
+    systemd unit's cgroup rather than by listing /proc: one file read, and
+    a node's recording (node_record) keeps only that."""
+    for rel in KUBELET_CGROUP_PROCS:
+        for pid in (reader.read(rel, quiet=True) or "").split():
+            arguments = (reader.read_bytes("proc", pid, "cmdline") or b"").decode("utf-8", "replace")
+            arguments = [argument for argument in arguments.split("\0") if argument]
+            if arguments and os.path.basename(arguments[0]) == "kubelet":
+                return pid, arguments
+    return None
+
+
+def _kubelet_flags(arguments):
+    """--name=value and --name value, as {name: value}."""
+    flags, pending = {}, None
+    for argument in arguments[1:]:
+        if pending:
+            flags[pending], pending = argument, None
+        elif argument.startswith("--"):
+            name, sep, value = argument.partition("=")
+            if sep:
+                flags[name] = value
+            else:
+                pending = name
+    return flags
+
+
+def gather_kubelet(reader):
+    """The kubelet's CPU, memory and topology manager policies: from the
+    running kubelet where its unit's cgroup names it (its --config file read
+    through /proc/<pid>/root, so a probe that sees the host's /proc and /sys
+    needs no mount of the kubelet's directories; its flags win), else from
+    the usual configuration files, else from the managers' state files.
+    Policies a configuration leaves unset are the kubelet's defaults; None
+    where nothing was found."""
+    found = dict((name, None) for name in KUBELET_POLICIES)
+    process = _kubelet_process(reader)
+    flags = _kubelet_flags(process[1]) if process else {}
+    candidates = []
+    if process and flags.get("--config"):
+        candidates.append(("proc/%s/root/%s" % (process[0], flags["--config"].lstrip("/")), flags["--config"]))
+    candidates += [(rel, "/" + rel) for rel in KUBELET_CONFIGS]
+    source = None
+    for rel, shown in candidates:
+        text = reader.read(rel, quiet=True)
+        if text is None:
+            continue
+        source = shown
+        for name in KUBELET_POLICIES:
+            match = re.search(_KUBELET_SETTING_RE % name, text, re.MULTILINE)
+            found[name] = match.group(1) if match else KUBELET_DEFAULTS[name]
+        break
+    for flag, name in _KUBELET_FLAGS.items():
+        if flags.get(flag):
+            found[name] = flags[flag]
+            source = source or "the kubelet's command line"
+    # The managers record the policy they run with; a kubelet restarted with
+    # a new policy refuses to start until its state file is removed.
+    for state, name in (("cpu_manager_state", "cpuManagerPolicy"), ("memory_manager_state", "memoryManagerPolicy")):
+        match = re.search(r'"policyName"\s*:\s*"([A-Za-z-]+)"',
+                          reader.read("var/lib/kubelet", state, quiet=True) or "")
+        if match and found[name] is None:
+            found[name] = match.group(1)
+            source = source or "/var/lib/kubelet/" + state
+    return dict(found, source=source)
 
 
 def _find_ext_capability(config, cap_id):
@@ -677,6 +788,8 @@ def gather_node_facts(root="/", nvidia_smi=None, topology=True, reader=None):
         "capabilities": gather_capabilities(reader),
         "dev_infiniband": gather_dev_infiniband(reader),
         "cpus": gather_cpus(reader),
+        "numa": gather_numa(reader),
+        "kubelet": gather_kubelet(reader),
         "pci_acs": gather_pci_acs(reader, nvidia["gpus"], rdma["devices"]),
         "topology": gather_topology(reader, nvidia_smi) if topology else
         {"available": False, "reason": "not gathered"},

@@ -8,7 +8,8 @@ once. Each starts torchrun as node ``node_rank`` of the job (the ordinal of
 its StatefulSet pod's name), with ``NCCL_DEBUG=INFO`` so that NCCL says which
 transport it really used, waits for it, and prints one JSON object: the exit
 status, the transport check of its NCCL log lines (nccl_log), the tail of the
-log, and on node 0 the benchmark's document (collective_bench). The object is
+log, what each RDMA port's counters moved during the run (port_counters), and
+on node 0 the benchmark's document (collective_bench). The object is
 printed whatever happened, so that a failed run is reported as that, with its
 reason, and never taken for a pass.
 """
@@ -27,7 +28,8 @@ import sys
 import tempfile
 import time
 
-from . import collective_bench, nccl_log
+from . import collective_bench, nccl_log, port_counters
+from .node_facts import NodeReader
 
 LOG_TAIL_LINES = 25
 # NCCL prints its transport lines at INFO; INIT and NET hold the network
@@ -97,6 +99,10 @@ def run_node(options, environ=None):
                                options.nproc_per_node, options.master_addr, options.master_port,
                                options.bench_args, json_path)
     env = dict(environ, PYTHONUNBUFFERED="1", **NCCL_DEBUG_ENV)
+    # The ports as this pod sees them (on the local cluster: its node's
+    # recorded root), read just before and just after the run.
+    counters_root = environ.get("MLINFRA_HOST_ROOT") or "/"
+    counters_before = port_counters.read_port_counters(NodeReader(counters_root))
     started = time.time()
     try:
         code, timed_out = run_with_timeout(command, env, log_path, options.timeout)
@@ -106,6 +112,7 @@ def run_node(options, environ=None):
         with open(log_path, "w") as log:
             log.write(error + "\n")
     seconds = time.time() - started
+    counters = port_counters.port_deltas(counters_before, port_counters.read_port_counters(NodeReader(counters_root)))
     with open(log_path, "rb") as log:
         parsed = nccl_log.parse_nccl_log(log.read())
     result = {
@@ -114,6 +121,7 @@ def run_node(options, environ=None):
         "command": command, "log": log_path, "log_tail": tail(log_path),
         "nccl": summarize_nccl(parsed),
         "transport": nccl_log.check_nccl_transport(parsed, options.mode, require_gpudirect=options.require_gpudirect),
+        "port_counters": counters,
         "document": None,
     }
     if options.node_rank == 0 and os.path.exists(json_path):

@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .port_counters import counter_findings
 from .probe_manifests import PROBED_NODE_ANNOTATION
 
 PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
@@ -39,6 +40,7 @@ FAIL_ON_LEVELS = {"fail": (FAIL, NOT_CHECKED), "warn": (FAIL, NOT_CHECKED, WARN)
 # The benchmark's own checks, beside collective_bench.FINDING_CHECKS and
 # nccl_log's transport check.
 BENCH_RUN = "bench_run"
+PORT_COUNTERS = "port_counters"
 # How a pairwise run's slow pair is fixed, and how to find it without one.
 GATE_FIX_PAIRWISE = "a pair of pods is slower than the others: see the suspect node and the node findings"
 GATE_FIX_SWEEP = ("run verify-rdma.yml -e verify_bench_pairwise=true to measure every pair of pods and name the "
@@ -204,6 +206,36 @@ def _document_findings(document, pairwise):
             for found in document["findings"]]
 
 
+COUNTERS_FIX = ("An error counter that moves while the benchmark runs is that NIC's fault or its link's: look at the "
+                "cable and transceiver (ethtool -m), the switch port's own counters, and on RoCE whether the fabric is "
+                "lossless on NCCL's traffic class (PFC and ECN); run verify-rdma.yml again to see whether it moves again.")
+
+
+def _counter_rows(pods):
+    """The report's table: what each pod's ports moved during the run."""
+    rows = []
+    for pod in pods:
+        for port, delta in sorted((pod.get("port_counters") or {}).items()):
+            rows.append({"pod": pod["pod"], "node": pod["node"], "port": port, "netdevs": delta["netdevs"],
+                         "gb": round(delta["bytes"] / 1e9, 3),
+                         "errors": ", ".join("%s +%d" % item for item in sorted(delta["errors"].items())),
+                         "congestion_per_gb": ", ".join("%s %s" % (name, delta["per_gb"][name])
+                                                        for name in delta["congestion"] if name in delta["per_gb"])})
+    return rows
+
+
+def _counters_finding(pods):
+    found = counter_findings(dict(("pod %s on %s" % (pod["pod"], pod["node"]), pod.get("port_counters"))
+                                  for pod in pods))
+    if not found:
+        return None
+    return finding(PORT_COUNTERS, WARN, "; ".join(
+        "%s: %s%s %s +%d%s (%s)" % (item["host"], item["port"], " (%s)" % ",".join(item["netdevs"])
+                                    if item["netdevs"] else "", item["counter"], item["delta"],
+                                    ", %s per GB moved" % item["per_gb"] if item["per_gb"] is not None else "",
+                                    item["meaning"]) for item in found), COUNTERS_FIX)
+
+
 def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
     """The benchmark's verdict from every pod's mlinfra-pod-bench result
     (``execs``): a pod whose torchrun did not finish is not-checked, its
@@ -224,10 +256,14 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
                                   transport.get("remediation"), _evidence(transport)))
         pods.append({"pod": item["pod"], "node": item.get("node"), "exit_code": (run or {}).get("exit_code"),
                      "seconds": (run or {}).get("seconds"), "log": (run or {}).get("log"),
-                     "nccl": (run or {}).get("nccl"), "transport": transport})
+                     "nccl": (run or {}).get("nccl"), "transport": transport,
+                     "port_counters": (run or {}).get("port_counters")})
     document = leader.get("document") if leader else None
     if document:
         checks.extend(_document_findings(document, pairwise))
+    counters = _counters_finding(pods)
+    if counters:
+        checks.append(counters)
     if blocker is None and leader is None and not checks:
         checks.append(finding(BENCH_RUN, NOT_CHECKED, "pod 0 gave no result"))
     statuses = [check["status"] for check in checks]
@@ -240,7 +276,7 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
     else:
         status = worst_of(statuses + [PASS])
     return {"subject": "benchmark", "status": status, "error": blocker, "checks": checks,
-            "thresholds": list(thresholds or []), "pods": pods, "document": document}
+            "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": _counter_rows(pods)}
 
 
 # -- the report --------------------------------------------------------------

@@ -17,7 +17,10 @@ description:
     check with the reason and the fix.
   - "The checks, in order: C(iommu_passthrough), C(mlx5_driver), C(gpudirect_rdma) (nvidia_peermem, legacy
     nv_peer_mem, or DMA-BUF), C(rdma_devices), C(rdma_link), C(roce_gid), C(memlock), C(gpu_count),
-    C(nvlink_topology), C(pcie_acs) and C(mtu); with O(in_pod), also C(ipc_lock) and C(dev_infiniband)."
+    C(nvlink_topology), C(pcie_acs), C(mtu), C(gpu_nic_rails) (each GPU's nearest RDMA NIC on the PCIe tree) and
+    C(kubelet_topology) (the kubelet's CPU, memory and topology manager policies); with O(in_pod), also
+    C(ipc_lock), C(dev_infiniband), C(pod_rails) (the pod's GPUs against its NICs) and C(cpu_placement) (the
+    pod's CPUs against its GPUs' NUMA nodes)."
   - Never changes the node; C(changed) is always false.
   - The same checks run inside pods, without Ansible, as the C(mlinfra-node-check) command of the collection's
     image.
@@ -75,7 +78,8 @@ options:
     type: list
     elements: str
     choices: [iommu_passthrough, mlx5_driver, gpudirect_rdma, rdma_devices, rdma_link, roce_gid, memlock,
-              gpu_count, nvlink_topology, pcie_acs, mtu, ipc_lock, dev_infiniband]
+              gpu_count, nvlink_topology, pcie_acs, mtu, gpu_nic_rails, kubelet_topology, ipc_lock, dev_infiniband,
+              pod_rails, cpu_placement]
   fail_on:
     description:
       - Which verdicts fail the task. V(fail) fails on any failed check, V(warn) on warnings too, V(never) only

@@ -72,6 +72,14 @@ def test_the_benchmark_runs_across_the_pods_with_right_sums(deployed, tmp_path):
     markdown = (tmp_path / ("verify-%s.md" % stamp)).read_text()
     assert "## Collective benchmark: PASS" in markdown and "### all_gather" in markdown
     assert "| 1048576 |" in markdown and "bench-%s.png" % stamp in markdown
+    # Each pod read its node's RDMA ports before and after the run (the
+    # recorded node's counters stand still: nothing moved, no finding).
+    for pod in bench["pods"]:
+        ports = pod["port_counters"]
+        assert sorted(ports) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+        assert all(port["errors"] == {} and port["bytes"] == 0 for port in ports.values())
+        assert "| %s | %s | mlx5_6/1 | net1 | 0.0 | none | - |" % (pod["pod"], pod["node"]) in markdown
+    assert "RDMA port counters during the benchmark:" in markdown
 
 
 def test_a_gate_the_bandwidth_misses_fails_the_play_naming_the_size(deployed, tmp_path):

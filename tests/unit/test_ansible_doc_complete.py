@@ -57,6 +57,7 @@ FREE_FORM_RETURNS = {
     "bench_verdict": {
         "_value.pods.nccl": "what NCCL's log said, as mlinfra-pod-bench reports it",
         "_value.pods.transport": "the nccl_transport check as nccl_log gives it",
+        "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
         "_value.document": "the benchmark's document, as mlinfra-nccl-bench --json writes it",
     },
     "verify_report": {

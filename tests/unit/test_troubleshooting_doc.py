@@ -11,7 +11,7 @@ from conftest import REPO
 
 def bench_check_names():
     """The benchmark's checks verify-rdma.yml reports (verdicts.bench_verdict)."""
-    names = set(collective_bench.FINDING_CHECKS.values()) | {verdicts.BENCH_RUN}
+    names = set(collective_bench.FINDING_CHECKS.values()) | {verdicts.BENCH_RUN, verdicts.PORT_COUNTERS}
     assert {"bench_run", "busbw_gate", "bench_result"} <= names
     return names
 

@@ -76,7 +76,8 @@ def test_tcp_only_node(snapshot):
     assert {n: r["status"] for n, r in tcp.items()} == {
         "iommu_passthrough": "pass", "mlx5_driver": "pass", "gpudirect_rdma": "skip", "rdma_devices": "skip",
         "rdma_link": "skip", "roce_gid": "skip", "memlock": "pass", "gpu_count": "pass",
-        "nvlink_topology": "pass", "pcie_acs": "pass", "mtu": "skip"}
+        "nvlink_topology": "pass", "pcie_acs": "pass", "mtu": "skip", "gpu_nic_rails": "skip",
+        "kubelet_topology": "pass"}
 
 
 def test_expectations_change_the_verdict(snapshot):

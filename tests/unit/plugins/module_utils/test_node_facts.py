@@ -145,7 +145,7 @@ def test_cgroup_quota_and_cpuset_narrow_the_cpus(snapshot_copy):
     (root / "sys/fs/cgroup").mkdir(parents=True)
     (root / "sys/fs/cgroup/cpu.max").write_text("6400000 100000\n")
     facts = gather_node_facts(str(root), topology=False)
-    assert facts["cpus"] == {"online": 128, "cpuset": 128, "cgroup_quota": 64, "usable": 64}
+    assert facts["cpus"] == {"online": 128, "cpuset": 128, "cgroup_quota": 64, "usable": 64, "allowed_list": "0-127"}
 
 
 def test_acs_redirect_bits_from_config_space(snapshot):

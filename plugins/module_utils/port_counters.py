@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""Every RDMA port's counters, read before and after a run, and what moved.
+
+The kernel keeps two sets per port: the InfiniBand PortCounters
+(``/sys/class/infiniband/<dev>/ports/<n>/counters``, the data counters in
+units of 4 bytes) and the driver's hardware counters (``hw_counters``: for
+mlx5 the RoCE retransmission, congestion-notification and sequence-error
+counters). A run's deltas say how much each port moved and whether it did so
+cleanly: an error counter that moves during a benchmark or a training run is
+a finding on that NIC, and the congestion counters, per GB moved, tell a
+congested fabric from a quiet one.
+
+Standard library only: read inside the pods by mlinfra-pod-bench.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from .node_facts import natural_key
+
+__metaclass__ = type
+
+# Counters that move only when something went wrong on the link or in the
+# transport, with what it means (Documentation/ABI/stable/sysfs-class-infiniband,
+# the mlx5 hw_counters' documentation).
+ERROR_COUNTERS = {
+    "symbol_error": "symbol errors on the physical link (cable, transceiver or port)",
+    "link_error_recovery": "the link retrained",
+    "link_downed": "the link went down",
+    "port_rcv_errors": "received packets with errors",
+    "port_rcv_remote_physical_errors": "received packets marked bad by the sender's side",
+    "local_link_integrity_errors": "local physical errors beyond the threshold",
+    "excessive_buffer_overrun_errors": "receive buffer overruns",
+    "port_xmit_discards": "outbound packets discarded (congestion or a port down)",
+    "out_of_sequence": "RoCE packets out of sequence (drops on a lossy fabric)",
+    "packet_seq_err": "NAK sequence errors received (the peer saw drops)",
+    "local_ack_timeout_err": "ACK timeouts: packets retransmitted after silence",
+    "rnr_nak_retry_err": "receiver-not-ready retries exhausted",
+    "implied_nak_seq_err": "implied NAK sequence errors",
+    "out_of_buffer": "packets dropped for lack of receive WQEs",
+    "req_cqe_error": "requests completed in error",
+    "resp_cqe_error": "responses completed in error",
+}
+# Congestion: normal in small numbers on RoCE with ECN, telling in large ones.
+CONGESTION_COUNTERS = ("port_xmit_wait", "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
+# port_xmit_data and port_rcv_data count 4-byte words.
+DATA_WORD_BYTES = 4
+GB = 1e9
+
+
+def _read_counter_dir(reader, *parts):
+    values = {}
+    for name in reader.listdir(*parts):
+        text = reader.read(*(parts + (name,)), quiet=True)
+        try:
+            values[name] = int(text)
+        except (TypeError, ValueError):
+            continue
+    return values
+
+
+def read_port_counters(reader):
+    """{"<device>/<port>": {"netdevs", "counters", "hw_counters"}} of every
+    RDMA port the reader's root shows (a NodeReader)."""
+    ports = {}
+    for dev in reader.listdir("sys/class/infiniband", natural=True):
+        netdevs = reader.listdir("sys/class/infiniband", dev, "device", "net", natural=True)
+        for port in reader.listdir("sys/class/infiniband", dev, "ports"):
+            base = ("sys/class/infiniband", dev, "ports", port)
+            ports["%s/%s" % (dev, port)] = {
+                "netdevs": netdevs,
+                "counters": _read_counter_dir(reader, *(base + ("counters",))),
+                "hw_counters": _read_counter_dir(reader, *(base + ("hw_counters",))),
+            }
+    return ports
+
+
+def _moved(before, after):
+    """after - before for each counter both hold; a counter that went back
+    (reset, or wrapped) counts from zero."""
+    moved = {}
+    for name, value in after.items():
+        if name in before:
+            moved[name] = value - before[name] if value >= before[name] else value
+    return moved
+
+
+def port_deltas(before, after):
+    """What moved on each port between two readings, with the bytes it moved
+    and the error and congestion counters per GB moved."""
+    deltas = {}
+    for port in sorted(set(before) & set(after), key=natural_key):
+        moved = _moved(before[port]["counters"], after[port]["counters"])
+        moved.update(_moved(before[port]["hw_counters"], after[port]["hw_counters"]))
+        data_bytes = DATA_WORD_BYTES * (moved.get("port_xmit_data", 0) + moved.get("port_rcv_data", 0))
+        per_gb = dict((name, round(moved[name] * GB / data_bytes, 3)) for name in
+                      sorted(set(ERROR_COUNTERS) | set(CONGESTION_COUNTERS)) if moved.get(name) and data_bytes)
+        deltas[port] = {
+            "netdevs": after[port]["netdevs"],
+            "bytes": data_bytes,
+            "errors": dict((name, moved[name]) for name in sorted(ERROR_COUNTERS) if moved.get(name)),
+            "congestion": dict((name, moved[name]) for name in CONGESTION_COUNTERS if name in moved),
+            "per_gb": per_gb,
+        }
+    return deltas
+
+
+def counter_findings(deltas_by_host):
+    """Each error counter that moved, as (host, port, counter, delta, per
+    GB, meaning), the largest first. ``deltas_by_host``: {host: port_deltas}."""
+    findings = []
+    for host, deltas in sorted(deltas_by_host.items()):
+        for port, delta in (deltas or {}).items():
+            for name, value in delta["errors"].items():
+                findings.append({"host": host, "port": port, "netdevs": delta["netdevs"], "counter": name,
+                                 "delta": value, "per_gb": delta["per_gb"].get(name),
+                                 "meaning": ERROR_COUNTERS[name]})
+    return sorted(findings, key=lambda finding: (-finding["delta"], finding["host"], finding["port"]))
