@@ -77,6 +77,14 @@ def exec_in_pod(configuration, namespace, pod_name, container, command, timeout)
     return result
 
 
+def _drain(resp, stdout, stderr):
+    """Take what the stream holds on stdout and stderr."""
+    if resp.peek_stdout():
+        stdout.append(resp.read_stdout())
+    if resp.peek_stderr():
+        stderr.append(resp.read_stderr())
+
+
 def _exec_once(configuration, namespace, pod_name, container, command, timeout):
     """One exec. Each call has its own API client: the kubernetes client's
     stream() swaps the request method of the client it is given, which is
@@ -93,10 +101,12 @@ def _exec_once(configuration, namespace, pod_name, container, command, timeout):
         deadline = started + timeout
         while resp.is_open() and time.monotonic() < deadline:
             resp.update(timeout=1)
-            if resp.peek_stdout():
-                stdout.append(resp.read_stdout())
-            if resp.peek_stderr():
-                stderr.append(resp.read_stderr())
+            _drain(resp, stdout, stderr)
+        # Each peek reads whatever frames have arrived: the one that reads
+        # the close can bring the last output with it, after the channels
+        # were taken in this round (the end of a longer output was lost so,
+        # or all of a short one).
+        _drain(resp, stdout, stderr)
         result["stdout"], result["stderr"] = "".join(stdout), "".join(stderr)
         if resp.is_open():
             resp.close()
@@ -119,13 +129,6 @@ def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8
         entry = {"pod": pod.metadata.name, "node": pod.spec.node_name}
         entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container, command,
                                  timeout))
-        if parse_json and entry["rc"] == 0 and not entry["stdout"].strip():
-            # Asked once more: an exec has been seen to end with status 0 and
-            # none of its output (a whole, atomically written nccl.json read
-            # by cat, on a loaded machine); a command that truly prints
-            # nothing answers the same again.
-            entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container, command,
-                                     timeout))
         if parse_json:
             entry["json"] = None
             if entry["rc"] == 0:

@@ -1,9 +1,7 @@
 """pods_exec: follow looks at a command again while every pod's answer
 holds the wanted state, within its time (with a clock of the test's own);
-an exec is started again when the node could not start it yet, and asked
-once more when it answered nothing where JSON was asked for."""
-
-import types
+an exec is started again when the node could not start it yet, and keeps
+all its output, the part that arrives with the stream's close too."""
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import pods_exec
 
@@ -111,30 +109,58 @@ def test_a_command_the_node_could_not_start_yet_is_started_again_within_bounds(m
     assert len(calls) == 1
 
 
-def test_an_empty_answer_where_json_is_asked_for_is_asked_once_more(monkeypatch):
-    """An exec that ends with status 0 and no output is run again once; a
-    second empty answer is the pod's answer, named as not JSON."""
-    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(name="h-kim-0", namespace="ns"),
-                                spec=types.SimpleNamespace(node_name="node-a"))
-    replies = []
+class FakeStream:
+    """The kubernetes client's exec stream as _exec_once uses it: each
+    update() (and each peek, which updates first) takes the next batch of
+    frames that arrived, (channel, text) or (None, None) for the close."""
 
-    def exec_in_pod(*args):
-        return dict(replies.pop(0), seconds=0.1)
+    def __init__(self, batches):
+        self.batches, self.channels, self.open = list(batches), {}, True
 
-    monkeypatch.setattr(pods_exec, "exec_in_pod", exec_in_pod)
-    empty = {"rc": 0, "stdout": "", "stderr": "", "error": None}
-    replies[:] = [empty, dict(empty, stdout='{"transport": "IB"}')]
-    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
-    assert entry["json"] == {"transport": "IB"} and entry["error"] is None and replies == []
+    def is_open(self):
+        return self.open
 
-    replies[:] = [empty, empty, empty]
-    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
-    assert entry["json"] is None and entry["error"].startswith("output is not JSON") and len(replies) == 1
+    def update(self, timeout=0):
+        if self.open and self.batches:
+            for channel, text in self.batches.pop(0):
+                if channel is None:
+                    self.open = False
+                else:
+                    self.channels[channel] = self.channels.get(channel, "") + text
 
-    # Without parse_json, or when the command failed, the answer stands.
-    replies[:] = [empty, empty]
-    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["true"])
-    assert entry["rc"] == 0 and len(replies) == 1
-    replies[:] = [dict(empty, rc=1), empty]
-    [entry] = pods_exec.exec_in_pods(None, [pod], "trainer", ["cat", "nccl.json"], parse_json=True)
-    assert entry["rc"] == 1 and entry["json"] is None and len(replies) == 1
+    def _peek(self, channel):
+        self.update()
+        return self.channels.get(channel, "")
+
+    def peek_stdout(self, timeout=0):
+        return self._peek(1)
+
+    def peek_stderr(self, timeout=0):
+        return self._peek(2)
+
+    def read_stdout(self, timeout=None):
+        return self.channels.pop(1, "")
+
+    def read_stderr(self, timeout=None):
+        return self.channels.pop(2, "")
+
+    def read_channel(self, channel, timeout=0):
+        return self.channels.pop(channel, "")
+
+    def close(self):
+        self.open = False
+
+
+def test_output_that_comes_with_the_close_is_kept(monkeypatch):
+    """The last of the output can arrive in the same read as the stream's
+    close, during the peek at stderr after stdout was taken: it is kept
+    (it was lost, and with it all of a short output, such as a pod's
+    nccl.json, or the end of a long one)."""
+    batches = [[(1, '{"transport": ')], [(2, "note\n")],
+               [(1, '"IB"}'), (3, '{"metadata": {}, "status": "Success"}'), (None, None)]]
+    monkeypatch.setattr(pods_exec, "stream", lambda *args, **kwargs: FakeStream(batches))
+    result = pods_exec._exec_once(None, "ns", "h-kim-0", "trainer", ["cat", "nccl.json"], 60)
+    assert result == {"rc": 0, "stdout": '{"transport": "IB"}', "stderr": "note\n", "error": None}
+    # All of it with the close, after an empty first round.
+    batches[:] = [[], [], [(1, "short"), (3, '{"metadata": {}, "status": "Success"}'), (None, None)]]
+    assert pods_exec._exec_once(None, "ns", "h-kim-0", "trainer", ["true"], 60)["stdout"] == "short"
