@@ -20,9 +20,9 @@
 #   oldest-sanity ansible-test sanity with ansible-core 2.20
 # Every stage runs even when an earlier one failed; the script exits non-zero
 # if any failed, after a summary with each stage's time. sanity,
-# oldest-sanity and lint start beside pytest at nice 19; after pytest the
-# others run in MLINFRA_TEST_LANES (2) lanes at once; the outputs are printed
-# whole, stage by stage, when all are done.
+# oldest-sanity, lint and oldest-core start beside pytest at nice 19; after
+# pytest the others run in MLINFRA_TEST_LANES (2) lanes at once; the outputs
+# are printed whole, stage by stage, when all are done.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -148,19 +148,22 @@ run_stage() {  # <stage>: runs it with its banner and time; counts it
 # lanes at once, each lane taking the next stage no lane has taken, in the
 # order of LONGEST_FIRST (their seconds in a run in turn, then in lanes,
 # where molecule slows most; docs/PERFORMANCE.md).
-# The stages that need no cluster and keep no time (BESIDE_PYTEST) start in
-# one more lane with pytest, at the lowest CPU priority (nice 19): they take
-# the CPU pytest's workers leave idle and give way to them otherwise. (At
-# the normal priority beside pytest they slowed the integration tests into
-# their timeouts.) When pytest ends, that lane goes on with its stage while
-# the others take the rest.
+# The stages that need no cluster and keep no tight time (BESIDE_PYTEST)
+# start in one more lane with pytest, at the lowest CPU priority (nice 19):
+# they take the CPU pytest's workers leave idle and give way to them
+# otherwise. (At the normal priority beside pytest they slowed the
+# integration tests into their timeouts.) oldest-core's unit tests allow
+# minutes per playbook run; sanity, oldest-sanity and lint were done about
+# seven minutes into pytest, which left that lane idle for the rest. When
+# pytest ends, that lane goes on with its stage while the others take the
+# rest.
 # Each stage's output goes to .work/test-logs/<stage>.log, a line says when
 # it ended, and the outputs are printed whole, in the order the stages were
 # asked for, when all are done. MLINFRA_TEST_LANES=1 runs them in turn.
 LANES="${MLINFRA_TEST_LANES:-2}"
 [[ "$LANES" =~ ^[1-9][0-9]*$ ]] || die "MLINFRA_TEST_LANES must be a whole number of 1 or more, not '$LANES'"
 LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 121, 141, 83, 81, 46 s in lanes (bd5fe81)
-BESIDE_PYTEST=(sanity oldest-sanity lint)
+BESIDE_PYTEST=(sanity oldest-sanity lint oldest-core)
 LANE_LOGS="$WORK/test-logs"
 
 run_lane() {  # <stage...>: runs, in turn, each one that no other lane took

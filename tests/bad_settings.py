@@ -94,6 +94,8 @@ BAD = [
     ("cluster_nccl_env_overrides", {"NCCL_DEBUG": ["INFO"]}, "must be text or a number, got a list",
      "one-line values"),
     ("cluster_nccl_env_overrides", "NCCL_DEBUG=INFO", "is not a mapping", "give a mapping"),
+    ("cluster_nccl_env_overrides", {"NCCL_IB_TC": "AF31"}, "NCCL_IB_TC is a traffic class byte, 0 to 255",
+     "NCCL_IB_TC a number of 0 to 255"),
     ("train_run_id", "run;id", "is not a run id", "letters, digits"),
     ("train_run_id", "../../etc", "is not a run id", "letters, digits"),
     ("train_run_dir", "/etc", "is not a relative path inside the workspace", "no '..'"),

@@ -167,7 +167,8 @@ def _nccl_overrides(value):
     refused = [error for error in (override_error(name, item) for name, item in overrides.items()) if error]
     if refused:
         raise Refused("; ".join(refused), "name NCCL variables only (NCCL_DEBUG, NCCL_IB_HCA, ...), with one-line "
-                                          "values; a null value removes a detected one")
+                                          "values (NCCL_IB_TC a number of 0 to 255); a null value removes a "
+                                          "detected one")
     return dict((name, None if item is None else str(item)) for name, item in overrides.items())
 
 

@@ -64,6 +64,10 @@ def override_error(name, value):
         return "the value of %s must be text or a number, got %s" % (name, _kind_of(value))
     if value is not None and re.search(r"[\x00-\x1f\x7f]", str(value)):
         return "the value of %s holds a line break or another control character" % name
+    if name == "NCCL_IB_TC" and value is not None and not re.match(r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])$",
+                                                                   str(value).strip()):
+        # The node checks work out NCCL's RoCE priority from it (roce_lossless).
+        return "the value of NCCL_IB_TC is a traffic class byte, 0 to 255 (such as 106: DSCP 26), got %r" % (value,)
     return None
 
 

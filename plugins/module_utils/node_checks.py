@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 from .node_facts import roce_v2_ipv4_gids
 from .node_rails import NEAR, cpu_placement, rail_table
+from .roce_qos import nccl_priority
 
 __metaclass__ = type
 
@@ -36,6 +37,7 @@ CHECK_NAMES = (
     "nvlink_topology",
     "pcie_acs",
     "mtu",
+    "roce_lossless",
     "gpu_nic_rails",
     "kubelet_topology",
 )
@@ -53,7 +55,7 @@ class Expectations:
     """What a node must show. ``None`` means "do not check"."""
 
     def __init__(self, mode="rdma", gpus=None, rdma_devices=None, require_gpudirect=True,
-                 min_mtu=9000, min_link_rate_gbps=None, min_gpus=None):
+                 min_mtu=9000, min_link_rate_gbps=None, min_gpus=None, nccl_ib_tc=None):
         if mode not in MODES:
             raise ValueError("mode must be one of %s, got %r" % (", ".join(MODES), mode))
         if gpus is not None and min_gpus is not None:
@@ -67,6 +69,8 @@ class Expectations:
         self.require_gpudirect = require_gpudirect
         self.min_mtu = min_mtu
         self.min_link_rate_gbps = min_link_rate_gbps
+        # The traffic class NCCL's RoCE packets carry (NCCL_IB_TC; None: NCCL's default, 0).
+        self.nccl_ib_tc = nccl_ib_tc
 
     @property
     def rdma(self):
@@ -348,6 +352,46 @@ def check_mtu(facts, expect):
                        "Set mtu: %s in the SR-IOV policy (and on the switch ports)." % expect.min_mtu, data)
     return _result("mtu", PASS, "RoCE netdev MTU %s" % ", ".join("%s=%s" % item for item in sorted(mtus.items())),
                    data=data)
+
+
+LOSSLESS_FIX = ("Make NCCL's priority lossless end to end: PFC on it (mlnx_qos -i <netdev> --pfc, and on the switch "
+                "ports), ECN on it (/sys/class/net/<netdev>/ecn/roce_np/enable/<prio> and roce_rp, and ECN marking "
+                "on the switches), or set NCCL_IB_TC (cluster_nccl_env_overrides) to the traffic class of the "
+                "priority that is. Watch rx_prio<N>_pause and tx_prio<N>_pause (ethtool -S), np_cnp_sent, "
+                "rp_cnp_handled and out_of_sequence (the verify report's port counters).")
+
+
+def check_roce_lossless(facts, expect):
+    qos = facts.get("roce_qos") or {}
+    if not qos:
+        return _result("roce_lossless", SKIP, "no RoCE netdevs to check (InfiniBand links are lossless by design)")
+    if not expect.rdma:
+        return _result("roce_lossless", SKIP, "tcp mode: NCCL does not use RoCE")
+    problems, unknown, fine = [], [], []
+    for netdev, port in sorted(qos.items()):
+        priority, how = nccl_priority(expect.nccl_ib_tc, port["mlnx_qos"])
+        if priority is None:
+            unknown.append("%s: %s" % (netdev, how))
+            continue
+        pfc = (port["mlnx_qos"] or {}).get("pfc")
+        ecn = dict((kind, port["ecn"][kind].get(priority)) for kind in ("roce_np", "roce_rp") if kind in port["ecn"])
+        off = ["PFC"] if pfc is not None and not pfc[priority] else []
+        off += ["ECN %s" % kind for kind, enabled in sorted(ecn.items()) if enabled is False]
+        missing = ["PFC (%s)" % port["mlnx_qos_source"]] if pfc is None else []
+        missing += ["ECN %s" % kind for kind in ("roce_np", "roce_rp") if ecn.get(kind) is None]
+        if off:
+            problems.append("%s priority %d: %s off (%s)" % (netdev, priority, ", ".join(off), how))
+        if missing:
+            unknown.append("%s priority %d: %s not readable" % (netdev, priority, ", ".join(missing)))
+        if not off and not missing:
+            fine.append(netdev)
+    data = {"ports": qos, "nccl_ib_tc": expect.nccl_ib_tc}
+    if problems:
+        return _result("roce_lossless", WARN, "NCCL's RoCE priority is not lossless: %s" % "; ".join(problems),
+                       LOSSLESS_FIX, data)
+    if unknown:
+        return _result("roce_lossless", SKIP, "lossless settings not known: %s" % "; ".join(unknown), data=data)
+    return _result("roce_lossless", PASS, "PFC and ECN on NCCL's priority on %s" % ", ".join(fine), data=data)
 
 
 def check_ipc_lock(facts, expect):

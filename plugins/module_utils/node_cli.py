@@ -29,20 +29,31 @@ ROOT_ENV = "MLINFRA_HOST_ROOT"
 FAIL_ON = ("fail", "warn", "never")
 
 
+def traffic_class(text):
+    """NCCL_IB_TC as argparse takes it: a whole number of 0 to 255."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 255:
+        raise argparse.ArgumentTypeError("NCCL_IB_TC is a traffic class byte, 0 to 255, not %r" % text)
+    return value
+
+
 def _default_root():
     return os.environ.get(ROOT_ENV) or "/"
 
 
 def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devices=None, require_gpudirect=True,
                       min_mtu=9000, min_link_rate_gbps=None, checks=None, nvidia_smi=None, fail_on="fail",
-                      in_pod=False, min_gpus=None):
+                      in_pod=False, min_gpus=None, nccl_ib_tc=None):
     """Gather, check and summarise one node: what the module and the
     command both return."""
     facts = gather_node_facts(root, nvidia_smi=nvidia_smi,
                               topology=not checks or "nvlink_topology" in checks)
     expect = Expectations(mode=mode, gpus=expect_gpus, rdma_devices=expect_rdma_devices,
                           require_gpudirect=require_gpudirect, min_mtu=min_mtu,
-                          min_link_rate_gbps=min_link_rate_gbps, min_gpus=min_gpus)
+                          min_link_rate_gbps=min_link_rate_gbps, min_gpus=min_gpus, nccl_ib_tc=nccl_ib_tc)
     results = run_checks(facts, expect, only=checks, in_pod=in_pod)
     failing = failed(results, fail_on)
     return {
@@ -82,6 +93,8 @@ def main_node_check(argv=None):
     parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false")
     parser.add_argument("--min-mtu", type=int, default=9000)
     parser.add_argument("--min-link-rate-gbps", type=float)
+    parser.add_argument("--nccl-ib-tc", type=traffic_class, metavar="0-255",
+                        help="the traffic class NCCL's RoCE packets carry (NCCL_IB_TC; default: NCCL's, 0)")
     parser.add_argument("--in-pod", action="store_true",
                         help="also check what this pod sees: IPC_LOCK and /dev/infiniband")
     parser.add_argument("--check", action="append", choices=CHECK_NAMES + POD_CHECK_NAMES, dest="checks",
@@ -108,7 +121,7 @@ def main_node_check(argv=None):
                                require_gpudirect=args.require_gpudirect, min_mtu=args.min_mtu,
                                min_link_rate_gbps=args.min_link_rate_gbps, checks=args.checks,
                                nvidia_smi=args.nvidia_smi, fail_on=args.fail_on, in_pod=args.in_pod,
-                               min_gpus=args.min_gpus)
+                               min_gpus=args.min_gpus, nccl_ib_tc=args.nccl_ib_tc)
     if args.format == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -22,6 +22,8 @@ import re
 import struct
 import subprocess
 
+from .roce_qos import gather_roce_qos
+
 __metaclass__ = type
 
 # Rates in /sys/class/infiniband/*/ports/*/rate read like "400 Gb/sec (4X NDR)".
@@ -514,12 +516,16 @@ def _kubelet_process(reader):
 
 
 def _kubelet_flags(arguments):
-    """--name=value and --name value, as {name: value}."""
+    """--name=value and --name value, as {name: value} (a flag followed by
+    another flag has no value: "")."""
     flags, pending = {}, None
     for argument in arguments[1:]:
-        if pending:
+        if pending and not argument.startswith("--"):
             flags[pending], pending = argument, None
-        elif argument.startswith("--"):
+            continue
+        if pending:
+            flags[pending], pending = "", None
+        if argument.startswith("--"):
             name, sep, value = argument.partition("=")
             if sep:
                 flags[name] = value
@@ -787,6 +793,7 @@ def gather_node_facts(root="/", nvidia_smi=None, topology=True, reader=None):
         "memlock": gather_memlock(reader),
         "capabilities": gather_capabilities(reader),
         "dev_infiniband": gather_dev_infiniband(reader),
+        "roce_qos": gather_roce_qos(reader, rdma["devices"]),
         "cpus": gather_cpus(reader),
         "numa": gather_numa(reader),
         "kubelet": gather_kubelet(reader),

@@ -8,7 +8,8 @@ copies into a directory every file it read, every directory it listed (its
 entries: links, directories, files) and every path it found, with the
 symbolic links on the way (sysfs reaches a device's PCI function through
 them), and writes what ``nvidia-smi topo -m`` printed beside a stand-in
-``usr/bin/nvidia-smi`` that prints it again. The checks then give on the
+``usr/bin/nvidia-smi`` that prints it again, and what ``mlnx_qos -i`` printed
+for each RoCE netdev (roce_qos reads it back). The checks then give on the
 snapshot (``mlinfra-node-check --root DIR``) what they gave on the node, so
 an operator can send the snapshot of a misbehaving node instead of access
 to it, and the tests keep real hardware as a fixture.
@@ -27,6 +28,7 @@ import os
 import stat
 
 from .node_facts import NodeReader, gather_node_facts
+from .roce_qos import MLNX_QOS_RECORDING
 
 __metaclass__ = type
 
@@ -180,4 +182,11 @@ def record_node(root, dest, nvidia_smi=None):
         with open(stand_in, "w") as handle:
             handle.write(NVIDIA_SMI_STAND_IN % (returncode if 0 <= returncode < 256 else 1))
         os.chmod(stand_in, 0o755)
+    for netdev, port in facts["roce_qos"].items():
+        if port["mlnx_qos_raw"] is not None and port["mlnx_qos_source"] != "recorded":
+            # What mlnx_qos -i printed, read back from the snapshot.
+            path = os.path.join(reader.dest, MLNX_QOS_RECORDING % netdev)
+            _parent(path)
+            with open(path, "w") as handle:
+                handle.write(port["mlnx_qos_raw"])
     return facts

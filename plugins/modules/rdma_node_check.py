@@ -17,7 +17,8 @@ description:
     check with the reason and the fix.
   - "The checks, in order: C(iommu_passthrough), C(mlx5_driver), C(gpudirect_rdma) (nvidia_peermem, legacy
     nv_peer_mem, or DMA-BUF), C(rdma_devices), C(rdma_link), C(roce_gid), C(memlock), C(gpu_count),
-    C(nvlink_topology), C(pcie_acs), C(mtu), C(gpu_nic_rails) (each GPU's nearest RDMA NIC on the PCIe tree) and
+    C(nvlink_topology), C(pcie_acs), C(mtu), C(roce_lossless) (PFC and ECN on NCCL's RoCE priority),
+    C(gpu_nic_rails) (each GPU's nearest RDMA NIC on the PCIe tree) and
     C(kubelet_topology) (the kubelet's CPU, memory and topology manager policies); with O(in_pod), also
     C(ipc_lock), C(dev_infiniband), C(pod_rails) (the pod's GPUs against its NICs) and C(cpu_placement) (the
     pod's CPUs against its GPUs' NUMA nodes)."
@@ -66,6 +67,11 @@ options:
     description:
       - Lowest acceptable rate of an active RDMA port, in Gb/s (for example 400 for NDR).
     type: float
+  nccl_ib_tc:
+    description:
+      - The traffic class NCCL's RoCE packets carry (C(NCCL_IB_TC), 0 to 255); C(roce_lossless) checks PFC and ECN
+        on the priority it maps to. NCCL's default, 0, when not given.
+    type: int
   in_pod:
     description:
       - The module runs inside a training pod; also check what the pod itself sees, the IPC_LOCK capability
@@ -78,7 +84,8 @@ options:
     type: list
     elements: str
     choices: [iommu_passthrough, mlx5_driver, gpudirect_rdma, rdma_devices, rdma_link, roce_gid, memlock,
-              gpu_count, nvlink_topology, pcie_acs, mtu, gpu_nic_rails, kubelet_topology, ipc_lock, dev_infiniband,
+              gpu_count, nvlink_topology, pcie_acs, mtu, roce_lossless, gpu_nic_rails, kubelet_topology, ipc_lock,
+              dev_infiniband,
               pod_rails, cpu_placement]
   fail_on:
     description:
@@ -202,6 +209,7 @@ def argument_spec():
         require_gpudirect=dict(type="bool", default=True),
         min_mtu=dict(type="int", default=9000),
         min_link_rate_gbps=dict(type="float"),
+        nccl_ib_tc=dict(type="int"),
         checks=dict(type="list", elements="str", choices=list(CHECK_NAMES + POD_CHECK_NAMES)),
         in_pod=dict(type="bool", default=False),
         fail_on=dict(type="str", choices=list(FAIL_ON), default="fail"),
@@ -215,12 +223,14 @@ def main():
     for name in ("expect_gpus", "min_gpus", "expect_rdma_devices", "min_mtu"):
         if params[name] is not None and params[name] < 0:
             module.fail_json(msg="%s must be 0 or more, got %d" % (name, params[name]))
+    if params["nccl_ib_tc"] is not None and not 0 <= params["nccl_ib_tc"] <= 255:
+        module.fail_json(msg="nccl_ib_tc is a traffic class byte, 0 to 255, got %d" % params["nccl_ib_tc"])
     report = node_check_report(
         root=params["root"], mode=params["mode"], expect_gpus=params["expect_gpus"],
         expect_rdma_devices=params["expect_rdma_devices"], require_gpudirect=params["require_gpudirect"],
         min_mtu=params["min_mtu"], min_link_rate_gbps=params["min_link_rate_gbps"], checks=params["checks"],
         nvidia_smi=params["nvidia_smi"], fail_on=params["fail_on"], in_pod=params["in_pod"],
-        min_gpus=params["min_gpus"])
+        min_gpus=params["min_gpus"], nccl_ib_tc=params["nccl_ib_tc"])
     if not report["ok"]:
         failing = [check for check in report["checks"] if check["name"] in report["failed_checks"]]
         msg = "; ".join("%s: %s (fix: %s)" % (c["name"], c["message"], c["remediation"] or "see data")

@@ -24,7 +24,12 @@ RDMA = dict(mode="rdma", gpus=4, rdma_devices=4)
 
 def test_healthy_roce_node_passes_everything(snapshot):
     results = verdicts(snapshot("healthy-roce-h100"), min_link_rate_gbps=400, **RDMA)
-    assert {name: r["status"] for name, r in results.items()} == dict.fromkeys(CHECK_NAMES, "pass")
+    # Its ports' PFC and ECN were not recorded: not known, so not passed.
+    assert {name: r["status"] for name, r in results.items()} == dict(dict.fromkeys(CHECK_NAMES, "pass"),
+                                                                      roce_lossless="skip")
+    assert results["roce_lossless"]["message"].startswith(
+        "lossless settings not known: net1 priority 0: PFC (no mlnx_qos output: none recorded, and not run for "
+        "a root other than /), ECN roce_np, ECN roce_rp not readable")
     assert results["roce_gid"]["data"]["indices"] == [3]
 
 
@@ -76,7 +81,7 @@ def test_tcp_only_node(snapshot):
     assert {n: r["status"] for n, r in tcp.items()} == {
         "iommu_passthrough": "pass", "mlx5_driver": "pass", "gpudirect_rdma": "skip", "rdma_devices": "skip",
         "rdma_link": "skip", "roce_gid": "skip", "memlock": "pass", "gpu_count": "pass",
-        "nvlink_topology": "pass", "pcie_acs": "pass", "mtu": "skip", "gpu_nic_rails": "skip",
+        "nvlink_topology": "pass", "pcie_acs": "pass", "mtu": "skip", "roce_lossless": "skip", "gpu_nic_rails": "skip",
         "kubelet_topology": "pass"}
 
 

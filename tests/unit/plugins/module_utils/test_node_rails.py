@@ -188,7 +188,7 @@ KUBELET_JSON = """{
     # --config it was started with, read through its root, and a flag
     # that overrides the file.
     ({"sys/fs/cgroup/system.slice/kubelet.service/cgroup.procs": "2817\n",
-      "proc/2817/cmdline": "/usr/bin/kubelet\0--config=/etc/kubernetes/kubelet.conf\0"
+      "proc/2817/cmdline": "/usr/bin/kubelet\0--register-node\0--config=/etc/kubernetes/kubelet.conf\0"
                            "--topology-manager-policy\0single-numa-node\0",
       "proc/2817/root/etc/kubernetes/kubelet.conf": KUBELET_JSON,
       "var/lib/kubelet/config.yaml": "cpuManagerPolicy: none\n"},
