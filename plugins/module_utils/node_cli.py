@@ -18,14 +18,11 @@ import sys
 from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, override_error, \
     parse_version, render_env_file
 from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
-from .node_facts import gather_node_facts
+from .node_facts import ROOT_ENV, gather_node_facts, node_root
 from .node_record import record_node
 
 __metaclass__ = type
 
-# The host's root inside a probe pod, or a node's recorded snapshot on the
-# local test cluster.
-ROOT_ENV = "MLINFRA_HOST_ROOT"
 FAIL_ON = ("fail", "warn", "never")
 
 
@@ -41,7 +38,7 @@ def traffic_class(text):
 
 
 def _default_root():
-    return os.environ.get(ROOT_ENV) or "/"
+    return node_root(os.environ)
 
 
 def node_check_report(root="/", mode="rdma", expect_gpus=None, expect_rdma_devices=None, require_gpudirect=True,

@@ -47,6 +47,16 @@ DMABUF_MIN_KERNEL = (5, 12)
 _DEVICE_COLUMN_RE = re.compile(r"^(GPU|NIC)[0-9]+$")
 
 
+# Where a pod sees the node's root: the host's, mounted at /host, in a probe;
+# a node's recorded snapshot on the local test cluster.
+ROOT_ENV = "MLINFRA_HOST_ROOT"
+
+
+def node_root(environ):
+    """The node root an in-pod command reads: $MLINFRA_HOST_ROOT, else /."""
+    return environ.get(ROOT_ENV) or "/"
+
+
 def natural_key(name):
     return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
 

@@ -105,10 +105,13 @@ def rail_table(facts, pod_interfaces=None):
     is near, and which NICs carry several GPUs while another NIC carries
     none (NCCL would pair them so)."""
     nics = rdma_nics(facts, pod_interfaces)
+    gpus = sorted(facts["nvidia"]["gpus"], key=lambda gpu: gpu["pci"])
+    # Each GPU's distance to each NIC, worked out once.
+    away = dict((gpu["pci"], [(distance(gpu, nic), nic) for nic in nics]) for gpu in gpus)
     rails, unknown = [], []
-    for gpu in sorted(facts["nvidia"]["gpus"], key=lambda gpu: gpu["pci"]):
+    for gpu in gpus:
         name = _gpu_name(facts, gpu)
-        ranked = sorted(((distance(gpu, nic), nic) for nic in nics), key=lambda pair: (
+        ranked = sorted(away[gpu["pci"]], key=lambda pair: (
             DISTANCES.index(pair[0]) if pair[0] else len(DISTANCES), natural_key(pair[1]["nic"])))
         if not ranked or ranked[0][0] is None:
             unknown.append(name)
@@ -118,9 +121,7 @@ def rail_table(facts, pod_interfaces=None):
                       "netdevs": nic["netdevs"], "nic_numa": nic["numa_node"], "distance": nearest})
     used = dict((nic["nic"], [rail["gpu"] for rail in rails if rail["nic"] == nic["nic"]]) for nic in nics)
     free = [name for name, gpus in used.items() if not gpus]
-    near_any = set()
-    for gpu in facts["nvidia"]["gpus"]:
-        near_any.update(nic["nic"] for nic in nics if distance(gpu, nic) in NEAR)
+    near_any = set(nic["nic"] for pairs in away.values() for how_far, nic in pairs if how_far in NEAR)
     return {
         "rails": rails,
         "unknown": unknown,

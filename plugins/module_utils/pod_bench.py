@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from . import collective_bench, nccl_log, port_counters
-from .node_facts import NodeReader
+from .node_facts import NodeReader, node_root
 
 LOG_TAIL_LINES = 25
 # NCCL prints its transport lines at INFO; INIT and NET hold the network
@@ -101,7 +101,7 @@ def run_node(options, environ=None):
     env = dict(environ, PYTHONUNBUFFERED="1", **NCCL_DEBUG_ENV)
     # The ports as this pod sees them (on the local cluster: its node's
     # recorded root), read just before and just after the run.
-    counters_root = environ.get("MLINFRA_HOST_ROOT") or "/"
+    counters_root = node_root(environ)
     counters_before = port_counters.read_port_counters(NodeReader(counters_root))
     started = time.time()
     try:

@@ -777,7 +777,7 @@ def _start_locked(options, environ, run_dir, node_rank, host, port, result):
         "pod": environ.get("POD_NAME") or environ.get("HOSTNAME") or socket.gethostname(),
         "workload": options.workload, "config": options.config, "script": options.script, "workdir": workdir,
         "command": command, "log": log_path, "token": token, "memlock": memlock, "nccl_env": nccl_report,
-        "rdma": rdma_configuration(env, memlock, environ.get("MLINFRA_HOST_ROOT")),
+        "rdma": rdma_configuration(env, memlock, node_facts.node_root(environ)),
     }
     with open(log_path, "w") as log:
         log.write(banner(launch))

@@ -224,16 +224,19 @@ def _counter_rows(pods):
     return rows
 
 
+def _counter_moved(item):
+    """One error counter that moved, as the finding says it."""
+    port = item["port"] + (" (%s)" % ",".join(item["netdevs"]) if item["netdevs"] else "")
+    rate = ", %s per GB moved" % item["per_gb"] if item["per_gb"] is not None else ""
+    return "%s: %s %s +%d%s (%s)" % (item["host"], port, item["counter"], item["delta"], rate, item["meaning"])
+
+
 def _counters_finding(pods):
     found = counter_findings(dict(("pod %s on %s" % (pod["pod"], pod["node"]), pod.get("port_counters"))
                                   for pod in pods))
     if not found:
         return None
-    return finding(PORT_COUNTERS, WARN, "; ".join(
-        "%s: %s%s %s +%d%s (%s)" % (item["host"], item["port"], " (%s)" % ",".join(item["netdevs"])
-                                    if item["netdevs"] else "", item["counter"], item["delta"],
-                                    ", %s per GB moved" % item["per_gb"] if item["per_gb"] is not None else "",
-                                    item["meaning"]) for item in found), COUNTERS_FIX)
+    return finding(PORT_COUNTERS, WARN, "; ".join(_counter_moved(item) for item in found), COUNTERS_FIX)
 
 
 def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
