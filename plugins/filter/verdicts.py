@@ -11,7 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import verdicts
+from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation, verdicts
 
 
 def _list(value, name):
@@ -31,8 +31,9 @@ def pod_verdicts(execs, detected, replicas, app_name):
     return verdicts.pod_verdicts(_list(execs, "pod_verdicts"), _list(detected, "detected"), replicas, app_name)
 
 
-def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False):
-    return verdicts.bench_verdict(_list(execs, "bench_verdict"), blocker, _list(thresholds, "thresholds"), pairwise)
+def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False, expected=None):
+    return verdicts.bench_verdict(_list(execs, "bench_verdict"), blocker, _list(thresholds, "thresholds"), pairwise,
+                                  expected)
 
 
 def verify_report(meta, nodes, pods, bench, notes, previous):
@@ -59,6 +60,10 @@ def soak_report(meta, runs, judged):
     return verdicts.soak_report(_list(runs, "soak_report"), _list(judged, "judged"), meta)
 
 
+def soak_run_facts(pods, run):
+    return degradation.run_facts(int(run), _list(pods, "soak_run_facts"))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -70,4 +75,5 @@ class FilterModule(object):
             "run_state": run_state,
             "job_run_state": job_run_state,
             "soak_report": soak_report,
+            "soak_run_facts": soak_run_facts,
         }

@@ -15,7 +15,7 @@ in-pod command ``mlinfra-node-check``.
 from __future__ import absolute_import, division, print_function
 
 from .node_facts import roce_v2_ipv4_gids
-from .node_rails import NEAR, cpu_placement, rail_table
+from .node_rails import NEAR, cpu_placement, pod_rail_table, rail_table
 from .roce_qos import nccl_priority
 
 __metaclass__ = type
@@ -471,8 +471,7 @@ def check_pod_rails(facts, expect):
     have a NIC beside every GPU and the pod still get the wrong pairs."""
     if not expect.rdma:
         return _result("pod_rails", SKIP, "tcp mode: no RDMA NICs in the pod")
-    interfaces = [name for name in facts["netdevs"] if name not in ("lo", "eth0")]
-    table = rail_table(facts, pod_interfaces=interfaces)
+    table, interfaces = pod_rail_table(facts)
     if not table["nics"]:
         return _result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"
                        % (", ".join(interfaces) or "none"), data=table)

@@ -132,6 +132,33 @@ def rail_table(facts, pod_interfaces=None):
     }
 
 
+def pod_rail_table(facts):
+    """rail_table of a pod's own NICs: those behind its interfaces other
+    than lo and eth0 (the cluster network's), which are net1..netN."""
+    interfaces = [name for name in facts["netdevs"] if name not in ("lo", "eth0")]
+    return rail_table(facts, pod_interfaces=interfaces), interfaces
+
+
+# Bits per byte: link rates are in Gb/s, bus bandwidth in GB/s.
+BITS = 8
+
+
+def rail_bandwidth(facts, table):
+    """What the rails of ``table`` (a rail_table) carry out of the node:
+    each NIC that is some GPU's nearest, at the rate of its active ports
+    (NCCL sends each GPU's traffic through its nearest NIC, so a NIC no GPU
+    is nearest to adds nothing). GB/s; None when a rail's rate is unknown."""
+    ports = dict((dev["name"], dev["ports"]) for dev in facts["rdma"]["devices"])
+    nics = sorted(set(rail["nic"] for rail in table["rails"]), key=natural_key)
+    rates = []
+    for nic in nics:
+        active = [port["rate_gbps"] for port in ports.get(nic, []) if port.get("state") == "ACTIVE"]
+        if not active or None in active:
+            return {"rails": nics, "gbytes_per_s": None}
+        rates.append(sum(active))
+    return {"rails": nics, "gbytes_per_s": sum(rates) / BITS if nics else None}
+
+
 def cpu_placement(facts):
     """The NUMA nodes of the CPUs this process may run on (a pod's cgroup
     cpuset) against those of its GPUs."""

@@ -8,8 +8,10 @@ once. Each starts torchrun as node ``node_rank`` of the job (the ordinal of
 its StatefulSet pod's name), with ``NCCL_DEBUG=INFO`` so that NCCL says which
 transport it really used, waits for it, and prints one JSON object: the exit
 status, the transport check of its NCCL log lines (nccl_log), the tail of the
-log, what each RDMA port's counters moved during the run (port_counters), and
-on node 0 the benchmark's document (collective_bench). The object is
+log, what each RDMA port's counters moved during the run (port_counters),
+where the pod's CPUs and NICs sit against its GPUs (node_rails: what a soak
+attributes degraded runs to), and on node 0 the benchmark's document
+(collective_bench). The object is
 printed whatever happened, so that a failed run is reported as that, with its
 reason, and never taken for a pass.
 """
@@ -29,7 +31,8 @@ import tempfile
 import time
 
 from . import collective_bench, nccl_log, port_counters
-from .node_facts import NodeReader, node_root
+from .node_facts import NodeReader, gather_cpus, gather_netdevs, gather_numa, gather_nvidia, gather_rdma, node_root
+from .node_rails import cpu_placement, pod_rail_table, rail_bandwidth
 
 LOG_TAIL_LINES = 25
 # NCCL prints its transport lines at INFO; INIT and NET hold the network
@@ -85,6 +88,19 @@ def summarize_nccl(parsed):
     return summary
 
 
+def pod_layout(reader):
+    """Where this pod's CPUs and NICs sit against its GPUs: its CPU
+    placement, each GPU's nearest NIC of the pod's own, and what those
+    rails carry (the benchmark's expected bus bandwidth rests on it)."""
+    facts = {"cpus": gather_cpus(reader), "numa": gather_numa(reader), "nvidia": gather_nvidia(reader),
+             "rdma": gather_rdma(reader), "netdevs": gather_netdevs(reader)}
+    table = pod_rail_table(facts)[0]
+    return {"placement": cpu_placement(facts),
+            "rails": [dict((key, rail[key]) for key in ("gpu", "nic", "distance", "gpu_numa", "nic_numa"))
+                      for rail in table["rails"]],
+            "rail_bandwidth": rail_bandwidth(facts, table)}
+
+
 def run_node(options, environ=None):
     """Runs this node's part and returns the result object."""
     environ = dict(os.environ if environ is None else environ)
@@ -102,6 +118,7 @@ def run_node(options, environ=None):
     # The ports as this pod sees them (on the local cluster: its node's
     # recorded root), read just before and just after the run.
     counters_root = node_root(environ)
+    layout = pod_layout(NodeReader(counters_root))
     counters_before = port_counters.read_port_counters(NodeReader(counters_root))
     started = time.time()
     try:
@@ -122,6 +139,7 @@ def run_node(options, environ=None):
         "nccl": summarize_nccl(parsed),
         "transport": nccl_log.check_nccl_transport(parsed, options.mode, require_gpudirect=options.require_gpudirect),
         "port_counters": counters,
+        "placement": layout["placement"], "rails": layout["rails"], "rail_bandwidth": layout["rail_bandwidth"],
         "document": None,
     }
     if options.node_rank == 0 and os.path.exists(json_path):

@@ -124,9 +124,10 @@ def _exec_once(configuration, namespace, pod_name, container, command, timeout):
 
 def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8, parse_json=False):
     """Run the command in every pod, ``parallel`` at a time; one entry per
-    pod, in the order given, with its node."""
+    pod, in the order given, with its node and uid (which tells a pod from
+    the one of the same name that came before it)."""
     def one(pod):
-        entry = {"pod": pod.metadata.name, "node": pod.spec.node_name}
+        entry = {"pod": pod.metadata.name, "node": pod.spec.node_name, "uid": pod.metadata.uid}
         entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container, command,
                                  timeout))
         if parse_json:

@@ -27,6 +27,8 @@ import re
 import sys
 import time
 
+from .degradation import FactsError, attribute, facts_path, is_facts_file, read_facts
+
 __metaclass__ = type
 
 FORMATS = ("auto", "torchtitan", "composer", "deepspeed", "megatron", "benchmark")
@@ -780,7 +782,8 @@ def expand_logs(patterns):
         expanded = os.path.expanduser(pattern)
         if glob.has_magic(expanded):
             matches = sorted(glob.glob(expanded))
-            files = [match for match in matches if os.path.isfile(match)]
+            # A run's facts beside its log (degradation) are not a log.
+            files = [match for match in matches if os.path.isfile(match) and not is_facts_file(match)]
             if not files:
                 raise ThroughputError("%s matches no %s%s: check the pattern" % (
                     pattern, "file, only directories" if matches else "file", _relative_to(expanded)))
@@ -835,10 +838,28 @@ def throughput_report(logs, fmt="auto", warmup_steps=DEFAULT_WARMUP_STEPS, thres
         "warmup_steps": warmup_steps,
         "warnings": warnings + ["%s: %s" % (run["path"], warning) for run in runs for warning in run["warnings"]],
         "baseline_text": None,
+        "attribution": attribute_runs(runs),
     }
     if save_baseline:
         report["baseline_text"] = render_baseline(baseline_document(runs, baselines))
     return report
+
+
+def attribute_runs(runs):
+    """What separates the degraded runs from the normal ones (degradation),
+    from the facts beside their logs; None when no run has any. A run is
+    numbered as its facts say, else by its place among the logs."""
+    numbered = []
+    for index, run in enumerate(runs):
+        try:
+            facts = read_facts(facts_path(run["path"]))
+        except FactsError as exc:
+            raise ThroughputError(str(exc))
+        numbered.append({"run": (facts or {}).get("run") or index + 1, "degraded": run["degraded"], "facts": facts,
+                         "path": run["path"]})
+    if not any(run["facts"] for run in numbered):
+        return None
+    return attribute(numbered)
 
 
 def baseline_file_state(path, text):
@@ -886,6 +907,12 @@ def format_report(report):
             metric, baseline["value"], baseline["unit"], origin, 100 * report["threshold"]))
     lines.append("%d run(s), %d degraded" % (len(report["runs"]), len(report["degraded"])))
     lines.extend("warning: %s" % warning for warning in report["warnings"])
+    attribution = report.get("attribution")
+    if attribution:
+        lines.append("attribution: %s" % attribution["summary"])
+        for factor in attribution["factors"]:
+            lines.append("  %s: in %s and %s%s" % (factor["factor"], factor["in_degraded"], factor["in_normal"],
+                                                   "".join("\n    %s" % line for line in factor["evidence"])))
     return "\n".join(lines)
 
 

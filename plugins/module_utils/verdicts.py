@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from .bench_expectation import BUSBW_EXPECTED, EXPECTED_FIX, expectation
 from .port_counters import counter_findings
 from .probe_manifests import PROBED_NODE_ANNOTATION
 
@@ -84,13 +85,32 @@ def check_findings(checks):
             for check in checks if check.get("status") in (FAIL, WARN)]
 
 
+# The checks of where things sit, shown for every node and pod whatever
+# their status (the report's section on rails, placement and lossless RoCE).
+LAYOUT_CHECKS = ("gpu_nic_rails", "pod_rails", "cpu_placement", "kubelet_topology", "roce_lossless")
+
+
+def _layout(checks):
+    """{check: {status, message, rails}} of the LAYOUT_CHECKS made; rails
+    as GPU-NIC distance, from a rail table's data."""
+    layout = {}
+    for check in checks:
+        if check.get("name") in LAYOUT_CHECKS:
+            rails = (check.get("data") or {}).get("rails") or []
+            layout[check["name"]] = {"status": check.get("status"), "message": check.get("message"),
+                                     "rails": ["%s-%s %s" % (rail["gpu"], rail["nic"], rail["distance"])
+                                               for rail in rails if isinstance(rail, dict) and "nic" in rail]}
+    return layout
+
+
 def checks_verdict(document):
     """The verdict of one mlinfra-node-check JSON document: the worst of its
     checks, or not-checked with the reason when none measured anything."""
     checks = document.get("checks") or []
     status = worst_of(check.get("status") for check in checks)
     error = None if status != NOT_CHECKED else "no check could be made (%d skipped)" % len(checks)
-    return {"status": status, "checks": check_findings(checks), "summary": document.get("summary"), "error": error}
+    return {"status": status, "checks": check_findings(checks), "summary": document.get("summary"), "error": error,
+            "layout": _layout(checks)}
 
 
 def _exec_failure(found):
@@ -239,11 +259,13 @@ def _counters_finding(pods):
     return finding(PORT_COUNTERS, WARN, "; ".join(_counter_moved(item) for item in found), COUNTERS_FIX)
 
 
-def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
+def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=None):
     """The benchmark's verdict from every pod's mlinfra-pod-bench result
     (``execs``): a pod whose torchrun did not finish is not-checked, its
     NCCL transport check counts as it is, and pod 0's document adds its
-    gates and pairs. ``blocker`` says why it did not run at all."""
+    gates and pairs. ``blocker`` says why it did not run at all.
+    ``expected`` ({fraction, from_size, overridden}) adds the gate from
+    the pods' rails (bench_expectation)."""
     checks = []
     pods = []
     leader = None
@@ -257,16 +279,25 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
         if transport and transport.get("status") in (FAIL, WARN):
             checks.append(finding(transport["name"], transport["status"], "pod %s: %s" % (item["pod"], transport["message"]),
                                   transport.get("remediation"), _evidence(transport)))
-        pods.append({"pod": item["pod"], "node": item.get("node"), "exit_code": (run or {}).get("exit_code"),
+        pods.append({"pod": item["pod"], "node": item.get("node"), "uid": item.get("uid"),
+                     "exit_code": (run or {}).get("exit_code"),
                      "seconds": (run or {}).get("seconds"), "log": (run or {}).get("log"),
                      "nccl": (run or {}).get("nccl"), "transport": transport,
-                     "port_counters": (run or {}).get("port_counters")})
+                     "port_counters": (run or {}).get("port_counters"),
+                     "placement": (run or {}).get("placement"), "rails": (run or {}).get("rails"),
+                     "rail_bandwidth": (run or {}).get("rail_bandwidth")})
     document = leader.get("document") if leader else None
     if document:
         checks.extend(_document_findings(document, pairwise))
     counters = _counters_finding(pods)
     if counters:
         checks.append(counters)
+    from_fabric = None
+    if expected and blocker is None:
+        from_fabric = expectation(document, pods, float(expected["fraction"]), str(expected["from_size"]),
+                                  bool(expected.get("overridden")))
+        if from_fabric["status"] == FAIL:
+            checks.append(finding(BUSBW_EXPECTED, FAIL, from_fabric["message"], EXPECTED_FIX))
     if blocker is None and leader is None and not checks:
         checks.append(finding(BENCH_RUN, NOT_CHECKED, "pod 0 gave no result"))
     statuses = [check["status"] for check in checks]
@@ -279,7 +310,8 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False):
     else:
         status = worst_of(statuses + [PASS])
     return {"subject": "benchmark", "status": status, "error": blocker, "checks": checks,
-            "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": _counter_rows(pods)}
+            "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": _counter_rows(pods),
+            "expected": from_fabric}
 
 
 # -- the report --------------------------------------------------------------

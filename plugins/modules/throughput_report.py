@@ -61,6 +61,14 @@ description:
     TorchTitan runs) and 7% (three DeepSpeed runs) of their median. 15% is under half the drop seen and over
     twice that noise. When the normal runs scatter so much that O(threshold) is within three standard
     deviations (1.4826 MAD) of them, a warning says so."
+  - "What separates the degraded runs from the normal ones (RV(attribution)), when facts were recorded beside
+    the logs: a run's facts file is named like its log with the extension C(.facts.json) (C(run-03.json) ->
+    C(run-03.facts.json), C(h-kim-0.log.gz) -> C(h-kim-0.facts.json)); C(soak.yml) writes one per run, and
+    for runs of a cluster the collection did not deploy they can be written by hand, as JSON
+    C({\"run\": 3, \"pods\": [{\"pod\": \"train-0\", \"node\": \"gpu-7\", \"uid\": \"...\",
+    \"placement\": {...}, \"rails\": [...], \"port_counters\": {...}}]}) of which only C(pods) and each
+    pod's C(node) are required (the filter C(mlinfra.multinode.soak_run_facts) documents every key). Facts
+    files matched by a glob in O(logs) are not read as logs."
   - Only O(save_baseline) changes anything; the task reports C(changed) only when the file is written (or,
     in check mode, would be), and never writes in check mode.
   - The same code runs without Ansible, in pods and on laptops, as the C(mlinfra-throughput-report) command in
@@ -306,6 +314,85 @@ baseline:
     spread:
       description: Median absolute deviation of the runs it rests on over their median (null when unknown).
       type: float
+attribution:
+  description: >-
+    What separates the degraded runs from the normal ones, from the facts beside the logs; null when no log
+    has facts. Each factor (a node, a pair of nodes, a pod by uid, a pod's CPUs off its GPUs' NUMA node, a GPU
+    far from its NIC, a port counter that moved more than twice its usual rate per GB) is scored by its share
+    of the degraded runs less its share of the normal runs; those in more than half the degraded runs and
+    scoring at least 0.5 are listed, the best first.
+  returned: always
+  type: dict
+  contains:
+    verdict:
+      description: >-
+        V(attributed), V(nothing separates) (said plainly, with where to look next), V(no run degraded),
+        V(every run degraded) (nothing to compare with: the factors they share are listed) or V(no facts)
+        (the degraded runs have none).
+      type: str
+    summary:
+      description: The verdict in a sentence, naming the first factor.
+      type: str
+      sample: "degraded runs 1, 3: symbol_error moved on node-b mlx5_6/1 (net1) (in 2 of 2 degraded runs, 0 of 2 normal runs)"
+    factors:
+      description: The separating factors, best first.
+      type: list
+      elements: dict
+      contains:
+        kind:
+          description: V(counter), V(placement), V(rail), V(node), V(node_pair) or V(pod).
+          type: str
+        factor:
+          description: What it is.
+          type: str
+          sample: symbol_error moved on node-b mlx5_6/1 (net1)
+        score:
+          description: Its share of the degraded runs less its share of the normal runs (1 at best).
+          type: float
+        degraded_runs:
+          description: The degraded runs it was found in.
+          type: list
+          elements: int
+        normal_runs:
+          description: The normal runs it was found in.
+          type: list
+          elements: int
+        in_degraded:
+          description: The same in words.
+          type: str
+          sample: 2 of 2 degraded runs
+        in_normal:
+          description: The same in words.
+          type: str
+        evidence:
+          description: What it was in each degraded run (a counter's delta, a pod's placement, ...).
+          type: list
+          elements: str
+        nodes:
+          description: The node or nodes it names; empty for a placement.
+          type: list
+          elements: str
+        port:
+          description: The RDMA port of a counter; null for other kinds.
+          type: str
+        counter:
+          description: The counter's name; null for other kinds.
+          type: str
+        moved:
+          description: How much a counter moved over the degraded runs; 0 for other kinds.
+          type: int
+    degraded_runs:
+      description: The numbers of the degraded runs with facts.
+      type: list
+      elements: int
+    normal_runs:
+      description: The numbers of the normal runs with facts.
+      type: list
+      elements: int
+    runs_without_facts:
+      description: The numbers of the judged runs without facts, left out.
+      type: list
+      elements: int
 degraded:
   description: Paths of the degraded runs.
   returned: always
@@ -409,9 +496,11 @@ def main():
         module.warn(warning)
     if report["degraded"] and params["fail_on_degraded"]:
         runs = [run for run in report["runs"] if run["degraded"]]
-        module.fail_json(msg="%d of %d run(s) degraded: %s" % (
+        attribution = report["attribution"]
+        module.fail_json(msg="%d of %d run(s) degraded: %s%s" % (
             len(runs), len(report["runs"]), "; ".join("%s: %s" % (run["path"], ", ".join(run["reasons"]))
-                                                      for run in runs)), changed=False, **report)
+                                                      for run in runs),
+            "; attribution: %s" % attribution["summary"] if attribution else ""), changed=False, **report)
     changed, result = False, dict(report)
     if params["save_baseline"]:
         path = params["save_baseline"]

@@ -80,6 +80,14 @@ def test_the_benchmark_runs_across_the_pods_with_right_sums(deployed, tmp_path):
         assert all(port["errors"] == {} and port["bytes"] == 0 for port in ports.values())
         assert "| %s | %s | mlx5_6/1 | net1 | 0.0 | none | - |" % (pod["pod"], pod["node"]) in markdown
     assert "RDMA port counters during the benchmark:" in markdown
+    # The gate from the fabric: the pods' rails are known (the snapshot's
+    # four 400 Gb/s NICs), but gloo on the CPU never used them.
+    expected = bench["expected"]
+    assert (expected["status"], expected["bound_gbps"]) == ("skip", 200.0)
+    assert ("Expected from the fabric (SKIP): the pods' rails carry 200.0 GB/s (pod h-kim-0: mlx5_6, mlx5_7, "
+            "mlx5_10, mlx5_11); NCCL was not seen sending over the RDMA NICs") in markdown
+    # Each pod's placement and rails, as it saw them.
+    assert "| 64 on 0, 64 on 1 / 0, 1 | GPU0-mlx5_6 PXB, GPU1-mlx5_7 PXB, GPU2-mlx5_10 PXB, GPU3-mlx5_11 PXB |" in markdown
 
 
 def test_a_gate_the_bandwidth_misses_fails_the_play_naming_the_size(deployed, tmp_path):
@@ -130,7 +138,18 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
     # Both runs were judged; gloo on two shared cores is noisy, so the robust
     # baseline may rest on one of them.
     assert report["baseline"]["of_runs"] == 2 and report["baseline"]["runs"] in (1, 2)
-    assert "| 2 |" in (soak_dir / "soak.md").read_text()
+    markdown = (soak_dir / "soak.md").read_text()
+    assert "| 2 |" in markdown
+    # Normal noise on healthy nodes is attributed to nothing, and said so:
+    # fresh pods in every run, the same placement, no counter that moved.
+    attribution = report["attribution"]
+    assert attribution["factors"] == [] and attribution["verdict"] in ("no run degraded", "nothing separates")
+    assert ("**No run degraded: nothing to attribute.**" in markdown
+            or "**Nothing measured separates the degraded run" in markdown)
+    for entry in report["runs"]:
+        facts = json.loads((soak_dir / ("run-%02d.facts.json" % entry["run"])).read_text())
+        assert {pod["uid"] for pod in facts["pods"]} <= after | before
+        assert all(pod["placement"]["known"] and not pod["placement"]["misses"] for pod in facts["pods"])
 
 
 def test_soak_refuses_a_single_run_without_a_baseline(deployed, tmp_path):

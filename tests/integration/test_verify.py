@@ -93,6 +93,12 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
     assert markdown.splitlines()[0] == "# RDMA verification of local: PASS"
     for pod in report["pods"]:
         assert "| %s | %s | PASS | rdma | 4 |" % (pod["pod"], pod["node"]) in markdown
+    # Every node's rails and topology settings, every pod's own rails and CPUs.
+    rails = markdown.split("## Rails, placement and lossless RoCE\n", 1)[1].split("\n## ", 1)[0]
+    for node in HEALTHY:
+        assert "| node %s | GPU0-mlx5_6 PXB, GPU1-mlx5_7 PXB, GPU2-mlx5_10 PXB, GPU3-mlx5_11 PXB | - | " % node in rails
+    for pod in report["pods"]:
+        assert "| pod %s on %s | GPU0-mlx5_6 PXB," % (pod["pod"], pod["node"]) in rails
     assert report["verdict"] == "pass" and report["previous"] == {"time": None, "changes": [], "bandwidth": []}
     assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
     assert [p["pod"] for p in report["pods"]] == [APP + "-0", APP + "-1"]

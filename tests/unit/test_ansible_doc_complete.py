@@ -58,7 +58,13 @@ FREE_FORM_RETURNS = {
         "_value.pods.nccl": "what NCCL's log said, as mlinfra-pod-bench reports it",
         "_value.pods.transport": "the nccl_transport check as nccl_log gives it",
         "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
+        "_value.pods.placement.cpus_per_numa_node": "NUMA node number to how many of the pod's CPUs are on it",
         "_value.document": "the benchmark's document, as mlinfra-nccl-bench --json writes it",
+    },
+    "soak_run_facts": {
+        "_value.pods.placement": "bench_verdict's pods' placement, documented there",
+        "_value.pods.rails": "bench_verdict's pods' rails, documented there",
+        "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
     },
     "verify_report": {
         "_value.bench": "bench_verdict's result, documented there",

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import pod_bench
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
 from test_collective_bench_gloo import PYTHON, REPO, TIMEOUT
 
 LAUNCHER = os.path.join(REPO, "files", "bin", "mlinfra-pod-bench")
@@ -86,3 +87,15 @@ def test_a_pod_whose_partner_never_comes_reports_a_timeout_not_a_result(workload
     assert result["timed_out"] is True and result["error"] == "timed out after 8s"
     assert result["document"] is None and result["exit_code"] != 0
     assert result["transport"]["status"] == "skip"
+
+
+@pytest.mark.parametrize("snapshot, cpus_off", [("healthy-roce-h100", False), ("numa-crossed", True)])
+def test_the_pod_s_placement_and_rails_go_with_its_result(snapshot, cpus_off):
+    """What a soak attributes degraded runs to, read as a pod on these
+    built nodes would (their GPUs and NICs, CPU lists and the pod's cpuset)."""
+    root = os.path.join(REPO, "tests", "fixtures", "nodes", snapshot)
+    layout = pod_bench.pod_layout(NodeReader(root))
+    placement = layout["placement"]
+    assert placement["known"] and bool(placement["spans"] or placement["misses"]) is cpus_off
+    assert layout["rails"] and all(set(rail) == {"gpu", "nic", "distance", "gpu_numa", "nic_numa"}
+                                   for rail in layout["rails"])

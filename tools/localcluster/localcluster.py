@@ -74,6 +74,7 @@ HERE = Path(__file__).resolve().parent
 # (the tests do) rather than run.
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import faults  # noqa: E402  (needs the path above)
 import upstream_crds  # noqa: E402  (needs the path above)
 ROOT = HERE.parent.parent
 # The cluster's state directory; the inventory (inventories/local) reads the
@@ -147,51 +148,63 @@ def inventory_nodes() -> list[dict]:
     """The Node objects (with status) described by the inventory."""
     inv = load_inventory_vars()
     profiles = inv.get("localcluster_node_profiles") or {}
-    nodes = []
-    for entry in inv.get("localcluster_nodes") or []:
-        profile = profiles.get(entry.get("profile"), {}) if entry.get("profile") else {}
-        if entry.get("profile") and not profile:
-            raise ClusterError(f"node {entry['name']}: unknown profile {entry['profile']!r}")
-
-        def merged(key: str) -> dict:
-            return {**(profile.get(key) or {}), **(entry.get(key) or {})}
-
-        name = entry["name"]
-        labels = {k: str(v) for k, v in merged("labels").items()}
-        labels["kubernetes.io/hostname"] = name
-        annotations = {k: str(v) for k, v in merged("annotations").items()}
-        annotations["kwok.x-k8s.io/node"] = "fake"
-        annotations[NODE_INVENTORY] = "inventories/local"
-        if entry.get("snapshot"):
-            annotations[NODE_SNAPSHOT] = entry["snapshot"]
-        taints = entry["taints"] if "taints" in entry else (profile.get("taints") or [])
-        info = {**(profile.get("node_info") or {}), **(entry.get("node_info") or {})}
-        nodes.append({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": labels, "annotations": annotations},
-            "spec": {"taints": [dict(t) for t in taints], "unschedulable": bool(entry.get("unschedulable"))},
-            "status": {
-                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-                "capacity": {k: str(v) for k, v in merged("capacity").items()},
-                "allocatable": {k: str(v) for k, v in merged("allocatable").items()},
-                "nodeInfo": {
-                    "architecture": "amd64",
-                    "operatingSystem": "linux",
-                    "osImage": info.get("os_image", ""),
-                    "kernelVersion": info.get("kernel_version", ""),
-                    "containerRuntimeVersion": info.get("container_runtime_version", "kwok"),
-                    "kubeletVersion": kube_version(),
-                    "kubeProxyVersion": "",
-                    "machineID": hashlib.sha256(name.encode()).hexdigest()[:32],
-                    "systemUUID": "",
-                    "bootID": "",
-                },
-            },
-        })
+    nodes = [node_object(entry, profiles) for entry in inv.get("localcluster_nodes") or []]
     if not nodes:
         raise ClusterError(f"no localcluster_nodes in {INVENTORY_VARS}")
     return nodes
+
+
+def node_object(entry: dict, profiles: dict, inventory: bool = True) -> dict:
+    """The Node object (with status) of one localcluster_nodes entry; a node
+    not from the inventory (a test's) is left alone by `up`. An entry's
+    `fault` (tools/localcluster/faults.py) goes into its annotation."""
+    profile = profiles.get(entry.get("profile"), {}) if entry.get("profile") else {}
+    if entry.get("profile") and not profile:
+        raise ClusterError(f"node {entry['name']}: unknown profile {entry['profile']!r}")
+
+    def merged(key: str) -> dict:
+        return {**(profile.get(key) or {}), **(entry.get(key) or {})}
+
+    name = entry["name"]
+    labels = {k: str(v) for k, v in merged("labels").items()}
+    labels["kubernetes.io/hostname"] = name
+    annotations = {k: str(v) for k, v in merged("annotations").items()}
+    annotations["kwok.x-k8s.io/node"] = "fake"
+    if inventory:
+        annotations[NODE_INVENTORY] = "inventories/local"
+    if entry.get("snapshot"):
+        annotations[NODE_SNAPSHOT] = entry["snapshot"]
+    if entry.get("fault"):
+        try:
+            faults.Fault(entry["fault"])
+        except (faults.FaultError, TypeError, ValueError, AttributeError) as err:
+            raise ClusterError(f"node {name}: {err}") from None
+        annotations[faults.FAULT_ANNOTATION] = json.dumps(entry["fault"], sort_keys=True)
+    taints = entry["taints"] if "taints" in entry else (profile.get("taints") or [])
+    info = {**(profile.get("node_info") or {}), **(entry.get("node_info") or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"taints": [dict(t) for t in taints], "unschedulable": bool(entry.get("unschedulable"))},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "capacity": {k: str(v) for k, v in merged("capacity").items()},
+            "allocatable": {k: str(v) for k, v in merged("allocatable").items()},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "osImage": info.get("os_image", ""),
+                "kernelVersion": info.get("kernel_version", ""),
+                "containerRuntimeVersion": info.get("container_runtime_version", "kwok"),
+                "kubeletVersion": kube_version(),
+                "kubeProxyVersion": "",
+                "machineID": hashlib.sha256(name.encode()).hexdigest()[:32],
+                "systemUUID": "",
+                "bootID": "",
+            },
+        },
+    }
 
 
 def snapshot_root(snapshot: str) -> Path:
@@ -736,16 +749,19 @@ class ContainerView:
         return any(real.is_relative_to(volumes[name].resolve()) for name in configmap_volumes if name in volumes)
 
 
+def apply_node(api: Api, node: dict) -> None:
+    name = node["metadata"]["name"]
+    api.apply(f"/api/v1/nodes/{name}", {key: value for key, value in node.items() if key != "status"})
+    # Capacity, allocatable, addresses and nodeInfo live in the status.
+    api.apply(f"/api/v1/nodes/{name}/status", {"apiVersion": "v1", "kind": "Node",
+                                               "metadata": {"name": name}, "status": node["status"]})
+
+
 def apply_nodes(api: Api, nodes: list[dict]) -> None:
     wanted = set()
     for node in nodes:
-        name = node["metadata"]["name"]
-        wanted.add(name)
-        status = node.pop("status")
-        api.apply(f"/api/v1/nodes/{name}", node)
-        # Capacity, allocatable, addresses and nodeInfo live in the status.
-        api.apply(f"/api/v1/nodes/{name}/status", {"apiVersion": "v1", "kind": "Node",
-                                                   "metadata": {"name": name}, "status": status})
+        wanted.add(node["metadata"]["name"])
+        apply_node(api, node)
     for existing in api.get("/api/v1/nodes")["items"]:
         meta = existing["metadata"]
         if meta.get("annotations", {}).get(NODE_INVENTORY) and meta["name"] not in wanted:
@@ -886,13 +902,13 @@ def is_up() -> bool:
 # --------------------------------------------------------------------------
 
 def ensure_podsync() -> None:
-    # A pod sync started from an older version of this file is replaced, so
-    # `up` after a change of this file runs the changed code.
-    code = config_digest(Path(__file__).read_text())
+    # A pod sync started from an older version of this file (or of the
+    # faults it plays) is replaced, so `up` after a change runs the changed code.
+    code = config_digest(Path(__file__).read_text() + Path(faults.__file__).read_text())
     if podsync_pid():
         if SYNC_CODE.exists() and SYNC_CODE.read_text() == code:
             return
-        log("this file changed since the pod sync started: restarting it")
+        log("its code changed since the pod sync started: restarting it")
         stop_podsync()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     SYNC_CODE.write_text(code)
@@ -972,12 +988,10 @@ def process_running(pid: int) -> bool:
         return False
 
 
-def stop_pod_processes(pdir: Path, grace: float = 2.0) -> list[int]:
-    """Ends what a deleted pod's exec sessions left running, as a kubelet
-    stops a pod's containers: SIGTERM, SIGKILL after the grace period. Here
-    an exec is a process of this machine, and a detached one (a training
-    launch) would outlive its pod; each carries its pod's MLINFRA_POD_LOG,
-    which lies in the pod's directory."""
+def pod_processes(pdir: Path) -> list[int]:
+    """The processes of a pod's exec sessions: each is a process of this
+    machine that carries its pod's MLINFRA_POD_LOG, which lies in the pod's
+    directory (and so do their children)."""
     marker = b"MLINFRA_POD_LOG=" + str(pdir).encode() + b"/"
     found = []
     for entry in os.listdir("/proc"):
@@ -989,6 +1003,14 @@ def stop_pod_processes(pdir: Path, grace: float = 2.0) -> list[int]:
             continue
         if any(item.startswith(marker) for item in environ):
             found.append(int(entry))
+    return found
+
+
+def stop_pod_processes(pdir: Path, grace: float = 2.0) -> list[int]:
+    """Ends what a deleted pod's exec sessions left running, as a kubelet
+    stops a pod's containers: SIGTERM, SIGKILL after the grace period (a
+    detached exec, a training launch, would outlive its pod)."""
+    found = pod_processes(pdir)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = []
         for pid in found:
@@ -1014,6 +1036,7 @@ class PodSync:
         self.api = Api()
         self.lock = threading.Lock()
         self.waiting_for_mounts: dict[str, tuple[str, str]] = {}
+        self.faults = faults.Faults(WORK, pod_processes)
         try:
             self.base_path = SYNC_PATH.read_text().strip()
         except OSError:
@@ -1041,6 +1064,14 @@ class PodSync:
             marker.write_text(meta["uid"])
         if snapshot:
             write_shims(snapshot)
+        host_root = snapshot
+        try:
+            fault = faults.Fault.of_node(node)
+        except (faults.FaultError, TypeError, ValueError, AttributeError) as err:
+            self.warn(pod, "FaultIgnored", f"node {node_name}'s fault annotation: {err}")
+            fault = None
+        if fault and snapshot:
+            host_root = self.faults.root_for(node_name, meta["uid"], pdir, snapshot, fault) or snapshot
         try:
             volumes = volume_host_dirs(self.api, pod, pdir, snapshot)
         except MountError as err:
@@ -1067,8 +1098,8 @@ class PodSync:
                 {"name": "MLINFRA_POD_LOG", "value": str(logfile)},
                 {"name": "PATH", "value": os.pathsep.join(path)},
             ]
-            if snapshot:
-                ours.append({"name": "MLINFRA_HOST_ROOT", "value": str(snapshot)})
+            if host_root:
+                ours.append({"name": "MLINFRA_HOST_ROOT", "value": str(host_root)})
             # The container's paths (BASH_ENV=/run/mlinfra/nccl.env, ...) point
             # into its volumes here; ours come last: where both set a name, the
             # last value wins.
@@ -1249,6 +1280,7 @@ class PodSync:
                 raise
 
     def forget(self, pod: dict) -> None:
+        self.faults.forget(pod["metadata"]["uid"])
         pdir = self.pod_dir(pod)
         try:
             if (pdir / ".uid").read_text() == pod["metadata"]["uid"]:
@@ -1279,6 +1311,7 @@ class PodSync:
 
     def run(self) -> None:
         threading.Thread(target=self.retry_mounts, name="mount-retry", daemon=True).start()
+        threading.Thread(target=self.faults.run, name="faults", daemon=True).start()
         while CLUSTER_DIR.exists():
             try:
                 pods = self.api.get("/api/v1/pods")

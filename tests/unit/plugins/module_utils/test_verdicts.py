@@ -65,6 +65,15 @@ def test_nodes_from_real_node_check_documents(snapshot):
     assert gpudirect["name"] == "gpudirect_rdma" and gpudirect["status"] == "fail"
     assert gpudirect["remediation"] and gpudirect["message"]
     assert set(gpudirect) == {"name", "status", "message", "remediation", "evidence"}
+    # Where things sit, whatever the checks' status: the rail table and the
+    # kubelet's topology policies, for the report's own section.
+    layout = results[0]["layout"]
+    assert layout["gpu_nic_rails"]["rails"] == ["GPU0-mlx5_6 PXB", "GPU1-mlx5_7 PXB", "GPU2-mlx5_10 PXB",
+                                                "GPU3-mlx5_11 PXB"]
+    assert layout["gpu_nic_rails"]["status"] == "pass" and layout["kubelet_topology"]["message"]
+    assert layout["roce_lossless"]["status"] == "skip"
+    crossed = v.checks_verdict(node_document(snapshot, "numa-crossed"))["layout"]
+    assert crossed["gpu_nic_rails"]["status"] == "warn" and "GPU0-mlx5_10 SYS" in crossed["gpu_nic_rails"]["rails"]
 
 
 def test_nodes_that_could_not_be_checked_say_why():
@@ -300,11 +309,15 @@ def test_job_run_state(states, replicas, seen_before, state):
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
     assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_verdicts", "pod_verdicts",
-                               "run_state", "soak_report", "verify_report"]
+                               "run_state", "soak_report", "soak_run_facts", "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
     assert filters["run_state"](said("running")) == "running"
     assert filters["verify_report"](META, [node("a", "pass")], None, None, [], None)["verdict"] == "pass"
+    # A pod never scheduled has no node and no facts; what is unknown is left out.
+    assert filters["soak_run_facts"]([{"pod": "p-0", "node": "n1", "uid": "u", "nccl": {}, "placement": None},
+                                      {"pod": "p-1", "node": None}], "3") == {
+        "run": 3, "pods": [{"pod": "p-0", "node": "n1", "uid": "u"}]}
     with pytest.raises(AnsibleFilterError, match="node_verdicts takes a list, got str"):
         filters["node_verdicts"]("a", [], [], 1, "ns")
     with pytest.raises(AnsibleFilterError, match="fix the -e value"):

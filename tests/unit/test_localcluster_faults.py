@@ -1,0 +1,90 @@
+"""tools/localcluster/faults.py: the faults the local cluster plays on a
+node for the soak's attribution tests - which pods get them, the pod's own
+copy of the node root (its CPU set replaced, its port counters advancing
+while it runs torchrun) and its processes stopped for a share of the time."""
+
+import importlib.util
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1].parent
+SPEC = importlib.util.spec_from_file_location("faults", ROOT / "tools" / "localcluster" / "faults.py")
+faults = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(faults)
+SNAPSHOT = ROOT / "tests" / "fixtures" / "nodes" / "roce-counters"
+PORT = Path("sys/class/infiniband/mlx5_6/ports/1")
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"pods": "some"}, "'every' or 'odd'"), ({"cpus": "0-3;7"}, "a CPU list"), ({"slowdown": 1}, "below 1"),
+    ({"sloowdown": 0.5}, "unknown fault keys ['sloowdown']")])
+def test_a_bad_fault_is_refused(spec, words):
+    with pytest.raises(faults.FaultError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        faults.Fault(spec)
+
+
+def test_every_other_pod_on_the_node_gets_its_own_root_with_the_fault(tmp_path):
+    fault = faults.Fault({"pods": "odd", "cpus": "0-31,64-95", "slowdown": 0.5,
+                          "counters": {"mlx5_6/1": {"symbol_error": 100}}})
+    played = faults.Faults(tmp_path / "state", lambda pdir: [])
+    roots = [played.root_for("node-x", uid, tmp_path / uid, SNAPSHOT, fault) for uid in ("a", "b", "c", "a")]
+    # The first and third pod; the first again when configured again.
+    assert roots == [tmp_path / "a" / "root", None, tmp_path / "c" / "root", tmp_path / "a" / "root"]
+    assert sorted(played.pods) == ["a", "c"]
+    status = (roots[0] / "proc" / "self" / "status").read_text()
+    assert "Cpus_allowed_list:\t0-31,64-95\n" in status and "Cpus_allowed_list:\t0-127" not in status
+    # Another node counts its own pods, and so does another fault.
+    assert played.root_for("node-y", "b", tmp_path / "b", SNAPSHOT, fault) == tmp_path / "b" / "root"
+    other = faults.Fault({"pods": "odd", "slowdown": 0.5})
+    assert played.root_for("node-x", "d", tmp_path / "d", SNAPSHOT, other) == tmp_path / "d" / "root"
+    played.forget("c")
+    assert sorted(played.pods) == ["a", "b", "d"]
+
+
+def test_the_counters_advance_with_the_time_the_pod_runs(tmp_path):
+    fault = faults.Fault({"counters": {"mlx5_6/1": {"symbol_error": 10.5, "np_cnp_sent": 2}},
+                          "gigabytes_per_second": 2})
+    pod = faults.FaultedPod(tmp_path, faults.Faults(tmp_path, list).root_for(
+        "n", "u", tmp_path, SNAPSHOT, fault), fault)
+
+    def read(directory, name):
+        return int((pod.root / PORT / directory / name).read_text())
+
+    before = read("counters", "port_xmit_data")
+    pod.advance(1.0)
+    pod.advance(1.0)
+    assert read("counters", "symbol_error") == 21 and read("hw_counters", "np_cnp_sent") == 220413 + 4
+    assert read("counters", "port_xmit_data") - before == 2 * 2 * 10 ** 9 // 4
+    # The snapshot itself is untouched.
+    assert int((SNAPSHOT / PORT / "counters" / "symbol_error").read_text()) == 0
+
+
+def test_a_faulted_pod_s_processes_are_stopped_for_their_share_of_each_period(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.001)"])
+    try:
+        pod = faults.FaultedPod(tmp_path, tmp_path, faults.Fault({"slowdown": 0.8}))
+        pod.pids = [child.pid]
+        states = []
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                states.append(Path("/proc/%d/stat" % child.pid).read_text().rsplit(")", 1)[1].split()[0])
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        for _period in range(3):
+            faults.Faults._throttle([pod])
+        done.set()
+        watcher.join()
+        assert "T" in states and set(states) - {"T"}
+        assert Path("/proc/%d/stat" % child.pid).read_text().rsplit(")", 1)[1].split()[0] != "T"
+    finally:
+        child.kill()
+        child.wait()

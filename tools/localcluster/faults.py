@@ -1,0 +1,209 @@
+"""Faults the local cluster plays on a node: what a flaky link or a bad CPU
+placement does to a pod there, for the tests of the soak's attribution.
+
+Nothing here runs RDMA hardware, so a fault is imitated where the
+collection can see it: a node whose annotation localcluster.mlinfra.io/fault
+holds a fault (JSON, see Fault) gives some of the pods placed on it a root
+of their own, a copy of the node's snapshot in the pod's directory, in
+which
+
+  cpus      replaces the pod's Cpus_allowed_list (proc/self/status): the
+            CPU set a kubelet's CPU manager handed out;
+  counters  {"<device>/<port>": {"<counter>": per second}}: those port
+            counters (counters/ or hw_counters/) advance while the pod runs
+            torchrun, with port_xmit_data and port_rcv_data at
+            gigabytes_per_second, as a link that takes errors would;
+  slowdown  the share of every 20 ms the pod's processes are stopped
+            (SIGSTOP, SIGCONT) while it runs torchrun: the throughput the
+            fault costs.
+
+``pods`` says which pods placed on the node get the fault: "every", or
+"odd" (the first, third, ... pod placed there since the fault was set,
+counted by uid), so that a soak that recreates its pods sees it come and go. The pod's exec sessions read
+the copy through MLINFRA_HOST_ROOT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+FAULT_ANNOTATION = "localcluster.mlinfra.io/fault"
+# A benchmark's measurement of one message size over gloo takes tens of
+# milliseconds here: a period of 100 ms let whole measurements run between
+# two stops; one of 20 ms stops each of them for its share.
+PERIOD = 0.02
+# How often the pods' processes are looked for again.
+RESCAN_SECONDS = 0.5
+WORD_BYTES = 4
+TORCHRUN = b"torch.distributed.run"
+
+
+class FaultError(ValueError):
+    pass
+
+
+class Fault:
+    """A node's fault, checked."""
+
+    def __init__(self, spec: dict) -> None:
+        # Pods are counted afresh for each fault a node is given.
+        self.digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+        unknown = set(spec) - {"pods", "cpus", "counters", "slowdown", "gigabytes_per_second"}
+        if unknown:
+            raise FaultError(f"unknown fault keys {sorted(unknown)}")
+        self.pods = spec.get("pods", "every")
+        if self.pods not in ("every", "odd"):
+            raise FaultError(f"fault pods is 'every' or 'odd', not {self.pods!r}")
+        self.cpus = spec.get("cpus")
+        if self.cpus is not None and not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", str(self.cpus)):
+            raise FaultError(f"fault cpus is a CPU list such as 0-63, not {self.cpus!r}")
+        self.slowdown = float(spec.get("slowdown", 0))
+        if not 0 <= self.slowdown < 1:
+            raise FaultError(f"fault slowdown is a share of the time, 0 to below 1, not {self.slowdown}")
+        self.counters = {port: {name: float(rate) for name, rate in rates.items()}
+                         for port, rates in (spec.get("counters") or {}).items()}
+        self.gigabytes_per_second = float(spec.get("gigabytes_per_second", 1))
+
+    @classmethod
+    def of_node(cls, node: dict) -> "Fault | None":
+        text = (node["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION)
+        return cls(json.loads(text)) if text else None
+
+    def applies(self, count: int) -> bool:
+        return self.pods == "every" or count % 2 == 1
+
+
+class FaultedPod:
+    def __init__(self, pdir: Path, root: Path, fault: Fault) -> None:
+        self.pdir, self.root, self.fault = pdir, root, fault
+        self.pids: list[int] = []
+        self.running = False
+        self.carry: dict[Path, float] = {}
+
+    def counter_files(self) -> dict[Path, float]:
+        """Each counter file to advance and its rate per second."""
+        files = {}
+        for port, rates in self.fault.counters.items():
+            device, number = port.split("/")
+            base = self.root / "sys" / "class" / "infiniband" / device / "ports" / number
+            words = self.fault.gigabytes_per_second * 1e9 / WORD_BYTES
+            for name, rate in dict(rates, port_xmit_data=words, port_rcv_data=words).items():
+                for directory in ("counters", "hw_counters"):
+                    if (base / directory / name).is_file():
+                        files[base / directory / name] = rate
+        return files
+
+    def advance(self, seconds: float) -> None:
+        for path, rate in self.counter_files().items():
+            amount = self.carry.get(path, 0.0) + rate * seconds
+            whole = int(amount)
+            self.carry[path] = amount - whole
+            if whole:
+                path.write_text("%d\n" % (int(path.read_text().split()[0]) + whole))
+
+
+class Faults:
+    """The faulted pods of a cluster and the thread that plays their faults.
+    ``processes_of(pdir)``: the pids of a pod's exec sessions."""
+
+    def __init__(self, state_dir: Path, processes_of: Callable[[Path], list[int]]) -> None:
+        self.counts_dir = state_dir / "faults"
+        self.processes_of = processes_of
+        self.pods: dict[str, FaultedPod] = {}
+        self.lock = threading.Lock()
+
+    def _count(self, node_name: str, uid: str, fault: Fault) -> int:
+        """The pod's place among the pods placed on the node since it has
+        this fault (1 for the first)."""
+        self.counts_dir.mkdir(parents=True, exist_ok=True)
+        path = self.counts_dir / f"{node_name}-{fault.digest}.json"
+        seen = json.loads(path.read_text()) if path.exists() else []
+        if uid not in seen:
+            seen.append(uid)
+            path.write_text(json.dumps(seen))
+        return seen.index(uid) + 1
+
+    def root_for(self, node_name: str, uid: str, pdir: Path, snapshot: Path, fault: Fault) -> Path | None:
+        """The pod's own root when the node's fault applies to it, else None."""
+        if not fault.applies(self._count(node_name, uid, fault)):
+            return None
+        root = pdir / "root"
+        if not root.exists():
+            shutil.copytree(snapshot, root, symlinks=True)
+            if fault.cpus:
+                status = root / "proc" / "self" / "status"
+                lines = [f"Cpus_allowed_list:\t{fault.cpus}" if line.startswith("Cpus_allowed_list:") else line
+                         for line in status.read_text().splitlines()]
+                status.write_text("\n".join(lines) + "\n")
+        with self.lock:
+            self.pods[uid] = FaultedPod(pdir, root, fault)
+        return root
+
+    def forget(self, uid: str) -> None:
+        with self.lock:
+            self.pods.pop(uid, None)
+
+    def _rescan(self) -> list[FaultedPod]:
+        with self.lock:
+            pods = list(self.pods.values())
+        for pod in pods:
+            pod.pids = self.processes_of(pod.pdir)
+            pod.running = any(TORCHRUN in _cmdline(pid) for pid in pod.pids)
+        return [pod for pod in pods if pod.running]
+
+    def run(self) -> None:
+        active: list[FaultedPod] = []
+        scanned = last = 0.0
+        while True:
+            now = time.monotonic()
+            if now - scanned >= RESCAN_SECONDS:
+                active, scanned = self._rescan(), now
+            for pod in active:
+                pod.advance(now - last if last else 0.0)
+            last = now
+            if not active:
+                time.sleep(PERIOD)
+                continue
+            self._throttle(active)
+
+    @staticmethod
+    def _throttle(active: list[FaultedPod]) -> None:
+        """One PERIOD: each pod's processes stopped for its share of it."""
+        started = time.monotonic()
+        stopped = []
+        try:
+            for pod in sorted(active, key=lambda pod: pod.fault.slowdown):
+                if pod.fault.slowdown:
+                    _signal_all(pod.pids, signal.SIGSTOP)
+                    stopped.append(pod)
+            for pod in stopped:
+                time.sleep(max(0.0, started + PERIOD * pod.fault.slowdown - time.monotonic()))
+                _signal_all(pod.pids, signal.SIGCONT)
+        finally:
+            for pod in stopped:
+                _signal_all(pod.pids, signal.SIGCONT)
+        time.sleep(max(0.0, started + PERIOD - time.monotonic()))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
