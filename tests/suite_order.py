@@ -18,6 +18,7 @@ LONGEST_FIRST = (
     "tests/integration/test_train_jobs.py",      # 295
     "tests/integration/test_verify.py",          # 291
     "tests/integration/test_deploy.py",          # 283
+    "tests/integration/test_soak_attribution.py",  # 265 (two soaks of four runs)
     "tests/integration/test_image.py",           # 254
     "tests/integration/test_bench.py",           # 225
     "tests/integration/test_train.py",           # 207

@@ -28,7 +28,7 @@ import os
 
 from .node_facts import natural_key
 from .node_rails import NEAR
-from .port_counters import ERROR_COUNTERS
+from .port_counters import meaning
 
 __metaclass__ = type
 
@@ -131,8 +131,9 @@ def _counter_rates(pod):
 
 
 def run_factors(facts):
-    """{factor key: (what it is, this run's evidence, how much it moved)} of one run's facts,
-    counters excepted (they need every run's figures: counter_factors)."""
+    """{factor key: (what it is, this run's evidence, how much it moved)}
+    of one run's facts, counters excepted (they need every run's figures:
+    counter_factors)."""
     factors = {}
     pods = sorted((facts or {}).get("pods") or [], key=lambda pod: natural_key(pod.get("pod") or ""))
     nodes = sorted(set(pod["node"] for pod in pods), key=natural_key)
@@ -188,18 +189,28 @@ def counter_factors(runs):
     normal = [run for run in runs if run["degraded"] is False]
     found = {}
     for (node, port, counter), by_run in moved.items():
-        usual_on = [(node, port)] if any((node, port) in _ports_present(run["facts"]) for run in normal) else None
-        usual = _median([_rate(moved.get((where[0], where[1], counter), {}).get(run["run"]))
-                         for run in normal for where in (usual_on or _ports_present(run["facts"]))
-                         if where in _ports_present(run["facts"])])
+        usual = _usual_rate(moved, (node, port, counter), normal)
         for number, reading in by_run.items():
             if _rate(reading) > COUNTER_EXCESS * usual:
                 delta, per_gb, netdevs = reading
                 what = "%s moved on %s %s%s" % (counter, node, port, " (%s)" % ",".join(netdevs) if netdevs else "")
                 found.setdefault(number, {})[("counter", node, port, counter)] = (what, "+%d%s%s" % (
                     delta, " (%.3g per GB)" % per_gb if per_gb is not None else "",
-                    ": " + ERROR_COUNTERS[counter] if counter in ERROR_COUNTERS else ""), delta)
+                    ": " + meaning(counter) if meaning(counter) else ""), delta)
     return found
+
+
+def _usual_rate(moved, key, normal):
+    """A counter's usual rate: its median over the normal runs that read
+    its port, or, when none did, over every port the normal runs read."""
+    node, port, counter = key
+    own = [run for run in normal if (node, port) in _ports_present(run["facts"])]
+    if own:
+        samples = [_rate(moved.get(key, {}).get(run["run"])) for run in own]
+    else:
+        samples = [_rate(moved.get((other_node, other_port, counter), {}).get(run["run"]))
+                   for run in normal for other_node, other_port in _ports_present(run["facts"])]
+    return _median(samples)
 
 
 def _rate(reading):

@@ -7,7 +7,9 @@ The kernel keeps two sets per port: the InfiniBand PortCounters
 (``/sys/class/infiniband/<dev>/ports/<n>/counters``, the data counters in
 units of 4 bytes) and the driver's hardware counters (``hw_counters``: for
 mlx5 the RoCE retransmission, congestion-notification and sequence-error
-counters). A run's deltas say how much each port moved and whether it did so
+counters). On RoCE the per-priority flow-control counters are in neither:
+mlx5 gives them to ``ethtool -S <netdev>`` (``rx_prio3_pause``, its
+``_duration``, ``rx_prio3_buf_discard``, ...), read through host_tools. A run's deltas say how much each port moved and whether it did so
 cleanly: an error counter that moves during a benchmark or a training run is
 a finding on that NIC, and the congestion counters, per GB moved, tell a
 congested fabric from a quiet one.
@@ -17,6 +19,9 @@ Standard library only: read inside the pods by mlinfra-pod-bench.
 
 from __future__ import absolute_import, division, print_function
 
+import re
+
+from .host_tools import tool_output
 from .node_facts import natural_key
 
 __metaclass__ = type
@@ -44,6 +49,14 @@ ERROR_COUNTERS = {
 }
 # Congestion: normal in small numbers on RoCE with ECN, telling in large ones.
 CONGESTION_COUNTERS = ("port_xmit_wait", "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
+# ethtool -S's per-priority flow control (mlx5's priority port counters):
+# pauses sent and received are congestion; a buffer discard on a priority is
+# a packet dropped in a class that was meant to be lossless.
+_PRIORITY_COUNTER = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition|buf_discard)$")
+ETHTOOL_ERRORS = {
+    "tx_pause_storm_warning_events": "the NIC stopped sending pauses for a while (a pause storm)",
+    "tx_pause_storm_error_events": "the NIC stopped sending pauses for good (a pause storm)",
+}
 # port_xmit_data and port_rcv_data count 4-byte words.
 DATA_WORD_BYTES = 4
 GB = 1e9
@@ -60,20 +73,54 @@ def _read_counter_dir(reader, *parts):
     return values
 
 
+def parse_ethtool_stats(text):
+    """The per-priority flow control counters and pause-storm events of an
+    ``ethtool -S`` output (``     rx_prio3_pause: 148213``)."""
+    found = {}
+    for line in (text or "").splitlines():
+        name, sep, value = line.strip().partition(":")
+        if sep and (_PRIORITY_COUNTER.match(name) or name in ETHTOOL_ERRORS) and value.strip().isdigit():
+            found[name] = int(value)
+    return found
+
+
 def read_port_counters(reader):
-    """{"<device>/<port>": {"netdevs", "counters", "hw_counters"}} of every
-    RDMA port the reader's root shows (a NodeReader)."""
+    """{"<device>/<port>": {"netdevs", "counters", "hw_counters", "ethtool"}}
+    of every RDMA port the reader's root shows (a NodeReader); ``ethtool``
+    from its first netdev, on Ethernet ports."""
     ports = {}
     for dev in reader.listdir("sys/class/infiniband", natural=True):
         netdevs = reader.listdir("sys/class/infiniband", dev, "device", "net", natural=True)
         for port in reader.listdir("sys/class/infiniband", dev, "ports"):
             base = ("sys/class/infiniband", dev, "ports", port)
+            ethernet = reader.read(*(base + ("link_layer",)), quiet=True) == "Ethernet"
             ports["%s/%s" % (dev, port)] = {
                 "netdevs": netdevs,
                 "counters": _read_counter_dir(reader, *(base + ("counters",))),
                 "hw_counters": _read_counter_dir(reader, *(base + ("hw_counters",))),
+                "ethtool": parse_ethtool_stats(tool_output(reader, "ethtool", ["-S", netdevs[0]], netdevs[0],
+                                                           recorded_as="ethtool-S")[0])
+                if ethernet and netdevs else {},
             }
     return ports
+
+
+def _is_error(name):
+    match = _PRIORITY_COUNTER.match(name)
+    return name in ERROR_COUNTERS or name in ETHTOOL_ERRORS or bool(match and match.group(3) == "buf_discard")
+
+
+def _is_congestion(name):
+    match = _PRIORITY_COUNTER.match(name)
+    return name in CONGESTION_COUNTERS or bool(match and match.group(3) != "buf_discard")
+
+
+def meaning(name):
+    """What a counter that moved means."""
+    match = _PRIORITY_COUNTER.match(name)
+    if match and match.group(3) == "buf_discard":
+        return "packets dropped on priority %s, which was meant to be lossless" % match.group(2)
+    return ERROR_COUNTERS.get(name) or ETHTOOL_ERRORS.get(name)
 
 
 def _moved(before, after):
@@ -91,19 +138,26 @@ def port_deltas(before, after):
     and the error and congestion counters per GB moved."""
     deltas = {}
     for port in sorted(set(before) & set(after), key=natural_key):
-        moved = _moved(before[port]["counters"], after[port]["counters"])
-        moved.update(_moved(before[port]["hw_counters"], after[port]["hw_counters"]))
+        moved = {}
+        for kind in ("counters", "hw_counters", "ethtool"):
+            moved.update(_moved(before[port].get(kind) or {}, after[port].get(kind) or {}))
         data_bytes = DATA_WORD_BYTES * (moved.get("port_xmit_data", 0) + moved.get("port_rcv_data", 0))
-        per_gb = dict((name, round(moved[name] * GB / data_bytes, 3)) for name in
-                      sorted(set(ERROR_COUNTERS) | set(CONGESTION_COUNTERS)) if moved.get(name) and data_bytes)
+        per_gb = dict((name, round(moved[name] * GB / data_bytes, 3)) for name in sorted(moved)
+                      if (_is_error(name) or _is_congestion(name)) and moved[name] and data_bytes)
         deltas[port] = {
             "netdevs": after[port]["netdevs"],
             "bytes": data_bytes,
-            "errors": dict((name, moved[name]) for name in sorted(ERROR_COUNTERS) if moved.get(name)),
-            "congestion": dict((name, moved[name]) for name in CONGESTION_COUNTERS if name in moved),
+            "errors": dict((name, moved[name]) for name in sorted(moved) if _is_error(name) and moved[name]),
+            # Those the port has, moved or not (a quiet fabric's zeros say so).
+            "congestion": dict((name, moved[name]) for name in sorted(moved, key=_congestion_order)
+                               if _is_congestion(name)),
             "per_gb": per_gb,
         }
     return deltas
+
+
+def _congestion_order(name):
+    return (CONGESTION_COUNTERS.index(name) if name in CONGESTION_COUNTERS else len(CONGESTION_COUNTERS), name)
 
 
 def counter_findings(deltas_by_host):
@@ -115,5 +169,5 @@ def counter_findings(deltas_by_host):
             for name, value in delta["errors"].items():
                 findings.append({"host": host, "port": port, "netdevs": delta["netdevs"], "counter": name,
                                  "delta": value, "per_gb": delta["per_gb"].get(name),
-                                 "meaning": ERROR_COUNTERS[name]})
+                                 "meaning": meaning(name)})
     return sorted(findings, key=lambda finding: (-finding["delta"], finding["host"], finding["port"]))

@@ -15,22 +15,21 @@ default DSCP / 8). What the port does on that priority is read from:
   (as reaction point: it slows down on CNPs);
 - the output of ``mlnx_qos -i <netdev>`` (trust state, DSCP map, PFC per
   priority), run where the node's root is this machine's, or read from a
-  snapshot, which keeps it in ``usr/share/mlinfra-snapshot/``.
+  snapshot's recording (host_tools).
 
 Standard library only: shared by the modules and the in-pod commands.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import os
 import re
-import subprocess
+
+from .host_tools import recording, tool_output
 
 __metaclass__ = type
 
 PRIORITIES = range(8)
-MLNX_QOS_RECORDING = "usr/share/mlinfra-snapshot/mlnx_qos-%s.txt"
-_MLNX_QOS_TIMEOUT = 30
+MLNX_QOS_RECORDING = recording("mlnx_qos", "%s")
 ECN_KINDS = ("roce_np", "roce_rp")
 
 
@@ -47,31 +46,6 @@ def parse_mlnx_qos(text):
             dscp2prio[int(dscp)] = int(match.group(1))
     return {"trust": trust.group(1) if trust else None, "dscp2prio": dscp2prio,
             "pfc": [flag == "1" for flag in pfc.group(1).split()] if pfc else None}
-
-
-def _mlnx_qos_output(reader, netdev):
-    """(what mlnx_qos -i printed, where it came from), or (None, why not)."""
-    recorded = reader.read(MLNX_QOS_RECORDING % netdev, quiet=True)
-    if recorded is not None:
-        return recorded, "recorded"
-    if reader.root != "/":
-        # A host seen through /host: its tools do not run in this container
-        # (nor see its network namespace); a snapshot keeps a recording.
-        return None, "no mlnx_qos output: none recorded, and not run for a root other than /"
-    for directory in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/sbin", "/usr/bin"]:
-        binary = os.path.join(directory, "mlnx_qos")
-        if directory and os.access(binary, os.X_OK):
-            try:
-                # Shared with the in-pod commands: no AnsibleModule.run_command.
-                proc = subprocess.run([binary, "-i", netdev], stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                                      stderr=subprocess.PIPE, timeout=_MLNX_QOS_TIMEOUT, universal_newlines=True,
-                                      check=False)
-            except (OSError, subprocess.SubprocessError) as exc:
-                return None, "mlnx_qos -i %s: %s" % (netdev, exc)
-            if proc.returncode != 0:
-                return None, "mlnx_qos -i %s exited %d" % (netdev, proc.returncode)
-            return proc.stdout, binary
-    return None, "mlnx_qos not installed"
 
 
 def _ecn(reader, netdev):
@@ -97,7 +71,7 @@ def gather_roce_qos(reader, rdma_devices):
             netdevs.extend(name for name in dev["netdevs"] if name not in netdevs)
     qos = {}
     for netdev in netdevs:
-        raw, source = _mlnx_qos_output(reader, netdev)
+        raw, source = tool_output(reader, "mlnx_qos", ["-i", netdev], netdev)
         qos[netdev] = {"ecn": _ecn(reader, netdev), "mlnx_qos": parse_mlnx_qos(raw) if raw else None,
                        "mlnx_qos_raw": raw, "mlnx_qos_source": source}
     return qos

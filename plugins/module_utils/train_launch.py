@@ -29,6 +29,10 @@ background and everything about it lives in one run directory:
 ``stop_requested``
     written by ``stop`` before it signals anything: the run then reads as
     stopped, whatever torchrun's exit status.
+``port_counters.json``
+    what every RDMA port the pod sees moved while torchrun ran (port_counters,
+    read by the supervisor just before and just after it), for the soak's
+    attribution of degraded runs.
 
 Every process of a launch (supervisor, torchrun, the workers, which torchrun
 starts in sessions of their own, and their children) carries the launch's
@@ -65,11 +69,12 @@ import subprocess
 import sys
 import time
 
-from . import nccl_detect, node_facts, throughput, torchrun_log
+from . import nccl_detect, node_facts, port_counters, throughput, torchrun_log
 from .pod_bench import ordinal_of
 
 LAUNCH_FILE = "launch.json"
 EXIT_CODE_FILE = "exit_code"
+PORT_COUNTERS_FILE = "port_counters.json"
 STOP_FILE = "stop_requested"
 LOCK_FILE = ".lock"
 TOKEN_VARIABLE = "MLINFRA_TRAIN_TOKEN"
@@ -518,7 +523,7 @@ def status(run_dir):
               "nnodes": None, "pid": None, "pgid": None, "exit_code": None, "seconds": None, "started_at": None,
               "log": None, "metrics": None, "first_loss": None, "latest_loss": None, "steps_logged": 0,
               "log_tail": [], "processes": [], "stop_requested": False, "error": None,
-              "assigned_node_rank": None, "global_ranks": None, "first_failure": None}
+              "assigned_node_rank": None, "global_ranks": None, "first_failure": None, "port_counters": None}
     launch = read_launch(run_dir)
     if launch is None:
         return result
@@ -527,7 +532,9 @@ def status(run_dir):
     code, ended = read_exit_code(run_dir)
     stop = read_stop(run_dir)
     processes = launch_processes(launch)
-    result.update(exit_code=code, processes=processes, stop_requested=stop is not None)
+    moved = _read_json_file(run_dir, PORT_COUNTERS_FILE)
+    result.update(exit_code=code, processes=processes, stop_requested=stop is not None,
+                  port_counters=moved if isinstance(moved, dict) else None)
     if code is None and processes:
         result["state"] = RUNNING
         ended = None
@@ -818,6 +825,8 @@ def supervise(run_dir, command_json):
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, note)
+    host_root = node_facts.node_root(os.environ)
+    counters_before = port_counters.read_port_counters(node_facts.NodeReader(host_root))
     started = time.time()
     try:
         # pylint: disable-next=ansible-bad-function,consider-using-with
@@ -831,6 +840,9 @@ def supervise(run_dir, command_json):
         code, time.time() - started, " (signals received: %s)" % ", ".join(str(n) for n in received)
         if received else ""))
     sys.stdout.flush()
+    moved = port_counters.port_deltas(counters_before,
+                                      port_counters.read_port_counters(node_facts.NodeReader(host_root)))
+    _write_atomically(os.path.join(run_dir, PORT_COUNTERS_FILE), json.dumps(moved, sort_keys=True) + "\n")
     _write_atomically(os.path.join(run_dir, EXIT_CODE_FILE), "%d\n" % code)
     return 0
 

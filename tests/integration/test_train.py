@@ -146,6 +146,14 @@ def test_soak_repeats_a_short_training_run_and_judges_each(deployed, tmp_path):
         assert entry["throughput"] > 0 and entry["unit"] == "tokens/s per device" and isinstance(entry["degraded"], bool)
         assert sorted(pod["node"] for pod in entry["pods"]) == HEALTHY
         assert os.path.isfile(entry["file"]) and "step: 20" in open(entry["file"]).read()
+        # Its facts beside its log: the pods by uid and what their RDMA ports
+        # moved while torchrun ran (the recorded nodes' counters stand still).
+        facts = json.loads(open(entry["file"][:-len(".log")] + ".facts.json").read())
+        assert facts["run"] == entry["run"] and sorted(pod["node"] for pod in facts["pods"]) == HEALTHY
+        for pod in facts["pods"]:
+            assert pod["uid"] and sorted(pod["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+            assert all(port["bytes"] == 0 and port["errors"] == {} for port in pod["port_counters"].values())
+    assert report["attribution"]["factors"] == []
 
 
 def test_a_replica_count_that_differs_from_the_deployed_one_is_refused(deployed, tmp_path):

@@ -68,7 +68,7 @@ def test_a_faulted_pod_s_processes_are_stopped_for_their_share_of_each_period(tm
     child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.001)"])
     try:
         pod = faults.FaultedPod(tmp_path, tmp_path, faults.Fault({"slowdown": 0.8}))
-        pod.pids = [child.pid]
+        pod.workers = [child.pid]
         states = []
         done = threading.Event()
 

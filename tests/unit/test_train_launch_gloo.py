@@ -99,8 +99,12 @@ def test_two_nodes_train_detached_and_report_their_metrics(workload_python, tmp_
     port = free_port()
     began = time.monotonic()
     dirs = [tmp_path / "demo-0", tmp_path / "demo-1"]
+    # Node 0 reads a built node's root (RDMA ports with counters); node 1
+    # this machine's, which has none.
+    roots = [{"MLINFRA_HOST_ROOT": os.path.join(REPO, "tests", "fixtures", "nodes", "roce-counters")}, {}]
     for rank, run_dir in enumerate(dirs):
-        start("demo-%d" % rank, run_dir, "demo-run", port, 2, 1, ["--steps", "30", "--log-freq", "10"])
+        start("demo-%d" % rank, run_dir, "demo-run", port, 2, 1, ["--steps", "30", "--log-freq", "10"],
+              more_env=roots[rank])
     results = wait(dirs)
     seconds = time.monotonic() - began
     for rank, (run_dir, result) in enumerate(zip(dirs, results)):
@@ -121,6 +125,11 @@ def test_two_nodes_train_detached_and_report_their_metrics(workload_python, tmp_
         assert "[INFO] RDMA Configuration:" in log and "[INFO]   Memlock: " in log
         assert (run_dir / "exit_code").read_text() == "0\n"
         assert processes_of(run_dir) == []
+    # What the ports moved while torchrun ran, read by the supervisor before
+    # and after it (the recorded counters stand still).
+    assert sorted(results[0]["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+    assert all(port["bytes"] == 0 and port["errors"] == {} for port in results[0]["port_counters"].values())
+    assert results[1]["port_counters"] == {}
     # The loss is the mean over all ranks: both nodes print the same one.
     assert results[0]["latest_loss"] == results[1]["latest_loss"]
     print("two-node demo: %.1f s from the first start to both succeeded (node 0 reports %.1f s)"

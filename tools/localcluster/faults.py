@@ -13,9 +13,9 @@ which
             counters (counters/ or hw_counters/) advance while the pod runs
             torchrun, with port_xmit_data and port_rcv_data at
             gigabytes_per_second, as a link that takes errors would;
-  slowdown  the share of every 20 ms the pod's processes are stopped
-            (SIGSTOP, SIGCONT) while it runs torchrun: the throughput the
-            fault costs.
+  slowdown  the share of every 20 ms torchrun's workers in the pod are
+            stopped (SIGSTOP, SIGCONT): the throughput the fault costs (the
+            torchrun agent is left alone, so that its start-up is not).
 
 ``pods`` says which pods placed on the node get the fault: "every", or
 "odd" (the first, third, ... pod placed there since the fault was set,
@@ -86,8 +86,10 @@ class FaultedPod:
     def __init__(self, pdir: Path, root: Path, fault: Fault) -> None:
         self.pdir, self.root, self.fault = pdir, root, fault
         self.pids: list[int] = []
+        self.workers: list[int] = []
         self.running = False
         self.carry: dict[Path, float] = {}
+        self.files = self.counter_files()
 
     def counter_files(self) -> dict[Path, float]:
         """Each counter file to advance and its rate per second."""
@@ -103,12 +105,16 @@ class FaultedPod:
         return files
 
     def advance(self, seconds: float) -> None:
-        for path, rate in self.counter_files().items():
+        for path, rate in self.files.items():
             amount = self.carry.get(path, 0.0) + rate * seconds
             whole = int(amount)
             self.carry[path] = amount - whole
             if whole:
-                path.write_text("%d\n" % (int(path.read_text().split()[0]) + whole))
+                try:
+                    path.write_text("%d\n" % (int(path.read_text().split()[0]) + whole))
+                except (OSError, ValueError, IndexError):
+                    # The pod was deleted meanwhile (its directory with it).
+                    continue
 
 
 class Faults:
@@ -157,23 +163,29 @@ class Faults:
             pods = list(self.pods.values())
         for pod in pods:
             pod.pids = self.processes_of(pod.pdir)
-            pod.running = any(TORCHRUN in _cmdline(pid) for pid in pod.pids)
+            agents = [pid for pid in pod.pids if TORCHRUN in _cmdline(pid)]
+            pod.running = bool(agents)
+            pod.workers = [pid for pid in pod.pids if _parent(pid) in agents]
         return [pod for pod in pods if pod.running]
 
     def run(self) -> None:
         active: list[FaultedPod] = []
         scanned = last = 0.0
         while True:
-            now = time.monotonic()
-            if now - scanned >= RESCAN_SECONDS:
-                active, scanned = self._rescan(), now
-            for pod in active:
-                pod.advance(now - last if last else 0.0)
-            last = now
-            if not active:
+            try:
+                now = time.monotonic()
+                if now - scanned >= RESCAN_SECONDS:
+                    active, scanned = self._rescan(), now
+                for pod in active:
+                    pod.advance(now - last if last else 0.0)
+                last = now
+                if not active:
+                    time.sleep(PERIOD)
+                    continue
+                self._throttle(active)
+            except Exception as err:  # pylint: disable=broad-except  # the faults must go on for the other pods
+                print(f"{time.strftime('%H:%M:%S')} faults: {err}", flush=True)
                 time.sleep(PERIOD)
-                continue
-            self._throttle(active)
 
     @staticmethod
     def _throttle(active: list[FaultedPod]) -> None:
@@ -183,14 +195,14 @@ class Faults:
         try:
             for pod in sorted(active, key=lambda pod: pod.fault.slowdown):
                 if pod.fault.slowdown:
-                    _signal_all(pod.pids, signal.SIGSTOP)
+                    _signal_all(pod.workers, signal.SIGSTOP)
                     stopped.append(pod)
             for pod in stopped:
                 time.sleep(max(0.0, started + PERIOD * pod.fault.slowdown - time.monotonic()))
-                _signal_all(pod.pids, signal.SIGCONT)
+                _signal_all(pod.workers, signal.SIGCONT)
         finally:
             for pod in stopped:
-                _signal_all(pod.pids, signal.SIGCONT)
+                _signal_all(pod.workers, signal.SIGCONT)
         time.sleep(max(0.0, started + PERIOD - time.monotonic()))
 
 
@@ -199,6 +211,13 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

@@ -51,6 +51,34 @@ def test_what_a_run_moved_on_each_port(snapshot_copy):
         ("node-b", "out_of_sequence", 40), ("node-b", "link_downed", 1)]
 
 
+def ethtool_stats(pause, duration, discard):
+    """What ``ethtool -S net1`` prints on a ConnectX port (NIC statistics, one
+    counter a line; the priority port counters among the others)."""
+    return ("NIC statistics:\n     rx_packets: 845320277\n     rx_bytes: 2195783498134\n"
+            "     rx_prio0_pause: 0\n     rx_prio3_pause: %d\n     rx_prio3_pause_duration: %d\n"
+            "     tx_prio3_pause: 96204\n     rx_prio3_buf_discard: %d\n     tx_pause_storm_warning_events: 0\n"
+            "     rx_prio3_pause_transition: 5\n" % (pause, duration, discard))
+
+
+def test_the_priority_pause_counters_come_from_ethtool(snapshot_copy):
+    root = snapshot_copy("healthy-roce-h100")
+    recording = root / "usr/share/mlinfra-snapshot/ethtool-S-net1.txt"
+    recording.parent.mkdir(parents=True, exist_ok=True)
+    recording.write_text(ethtool_stats(148213, 3320119, 0))
+    before = read_port_counters(NodeReader(str(root)))
+    assert before["mlx5_6/1"]["ethtool"] == {
+        "rx_prio0_pause": 0, "rx_prio3_pause": 148213, "rx_prio3_pause_duration": 3320119, "tx_prio3_pause": 96204,
+        "rx_prio3_buf_discard": 0, "tx_pause_storm_warning_events": 0, "rx_prio3_pause_transition": 5}
+    # net2's port has no recording, and this root is not this machine's: nothing.
+    assert before["mlx5_7/1"]["ethtool"] == {}
+    recording.write_text(ethtool_stats(149213, 3420119, 7))
+    delta = port_deltas(before, read_port_counters(NodeReader(str(root))))["mlx5_6/1"]
+    assert delta["errors"] == {"rx_prio3_buf_discard": 7}
+    assert delta["congestion"]["rx_prio3_pause"] == 1000 and delta["congestion"]["rx_prio3_pause_duration"] == 100000
+    [found] = counter_findings({"node-b": {"mlx5_6/1": delta}})
+    assert found["meaning"] == "packets dropped on priority 3, which was meant to be lossless"
+
+
 def test_a_counter_that_went_back_counts_from_zero_and_no_bytes_no_rate():
     before = {"mlx5_6/1": {"netdevs": [], "counters": {"symbol_error": 900, "port_xmit_data": 10},
                            "hw_counters": {}}}
