@@ -45,7 +45,7 @@ def ring_bound(pods):
     bounds = []
     for pod in pods:
         carried = (pod.get("rail_bandwidth") or {}).get("gbytes_per_s")
-        if not carried:
+        if carried is None:
             return None, "pod %s: its rails or their rate are not known" % pod.get("pod")
         bounds.append((carried, pod))
     if not bounds:

@@ -147,16 +147,14 @@ def rail_bandwidth(facts, table):
     """What the rails of ``table`` (a rail_table) carry out of the node:
     each NIC that is some GPU's nearest, at the rate of its active ports
     (NCCL sends each GPU's traffic through its nearest NIC, so a NIC no GPU
-    is nearest to adds nothing). GB/s; None when a rail's rate is unknown."""
+    is nearest to adds nothing, and a port down adds nothing). GB/s; None
+    when there is no rail, or an active port's rate is unknown."""
     ports = dict((dev["name"], dev["ports"]) for dev in facts["rdma"]["devices"])
     nics = sorted(set(rail["nic"] for rail in table["rails"]), key=natural_key)
-    rates = []
-    for nic in nics:
-        active = [port["rate_gbps"] for port in ports.get(nic, []) if port.get("state") == "ACTIVE"]
-        if not active or None in active:
-            return {"rails": nics, "gbytes_per_s": None}
-        rates.append(sum(active))
-    return {"rails": nics, "gbytes_per_s": sum(rates) / BITS if nics else None}
+    rates = [port["rate_gbps"] for nic in nics for port in ports.get(nic, []) if port.get("state") == "ACTIVE"]
+    if not nics or None in rates:
+        return {"rails": nics, "gbytes_per_s": None}
+    return {"rails": nics, "gbytes_per_s": sum(rates) / BITS}
 
 
 def cpu_placement(facts):

@@ -59,6 +59,13 @@ def test_a_run_below_the_smallest_node_s_rails_fails_naming_size_figure_and_rail
     assert found["notes"] == []
 
 
+def test_a_rail_whose_port_is_down_carries_nothing(snapshot_copy):
+    root = snapshot_copy("healthy-roce-h100")
+    (root / "sys/class/infiniband/mlx5_6/ports/1/state").write_text("1: DOWN\n")
+    assert pod_layout(NodeReader(str(root)))["rail_bandwidth"] == {
+        "rails": ["mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"], "gbytes_per_s": 150.0}
+
+
 def test_the_node_with_fewer_rails_sets_the_bound_and_a_fast_enough_run_passes():
     document = sweep([(GIB, 98.0), (4 * GIB, 99.0)])
     found = be.expectation(document, pods(["healthy-roce-h100", "numa-crossed", "healthy-roce-h100"]), 0.97, "1G")
