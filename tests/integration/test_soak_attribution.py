@@ -4,7 +4,7 @@ No RDMA hardware runs here, so the local cluster plays the faults
 (tools/localcluster/faults.py) on a node these tests add: on every other
 pod placed there, a flaky link (its NIC's error counters advance while the
 pod's benchmark runs) or CPUs on the NUMA node away from its GPUs, and in
-both cases torchrun's workers in the pod stopped for a share of every 20 ms, which is
+both cases torchrun's workers in the pod stopped for a share of every 50 ms, which is
 what makes those runs degraded. Everything else is real: the StatefulSet's
 pods recreated by the soak before each run, the benchmark over gloo across
 them, each pod reading its own (copied) node root, the soak's facts, the
@@ -77,7 +77,7 @@ def give_fault(localcluster, api_client, namespace, node, snapshot, fault):
 def soak(settings, tmp_path):
     run = run_playbook("soak.yml", "local", dict(settings, soak_runs=RUNS, soak_recreate_pods=True,
                                                  soak_report_dir=str(tmp_path), verify_bench_ops=["all_reduce"],
-                                                 verify_bench_min_size="256K", soak_threshold=0.25))
+                                                 verify_bench_min_size="256K"))
     (soak_dir,) = tmp_path.glob("soak-*")
     facts = [json.loads((soak_dir / ("run-%02d.facts.json" % number)).read_text()) for number in range(1, RUNS + 1)]
     return run, json.loads((soak_dir / "soak.json").read_text()), (soak_dir / "soak.md").read_text(), facts
@@ -98,7 +98,9 @@ def test_degraded_runs_on_a_flaky_link_are_put_on_that_node_s_nic(localcluster, 
     run, report, markdown, facts = soak(deployed, tmp_path)
     faulted = faulted_runs(facts, flaky, lambda pod: pod["port_counters"]["mlx5_6/1"]["errors"])
     # gloo on two shared cores is noisy: a normal run may come out degraded
-    # too (soak_threshold is 25% here; the faults stop the workers 80% of the time).
+    # too (at the default soak_threshold of 15%), and under load a faulted
+    # run only about 20% slow; the fastest run is always a normal one, so
+    # at most one normal run joins the faulted ones.
     assert set(faulted) <= set(report["degraded"]), report["runs"]
     attribution = report["attribution"]
     assert attribution["verdict"] == "attributed"

@@ -13,7 +13,7 @@ which
             counters (counters/ or hw_counters/) advance while the pod runs
             torchrun, with port_xmit_data and port_rcv_data at
             gigabytes_per_second, as a link that takes errors would;
-  slowdown  the share of every 20 ms torchrun's workers in the pod are
+  slowdown  the share of every 50 ms torchrun's workers in the pod are
             stopped (SIGSTOP, SIGCONT): the throughput the fault costs (the
             torchrun agent is left alone, so that its start-up is not).
 
@@ -39,8 +39,10 @@ from typing import Callable
 FAULT_ANNOTATION = "localcluster.mlinfra.io/fault"
 # A benchmark's measurement of one message size over gloo takes tens of
 # milliseconds here: a period of 100 ms let whole measurements run between
-# two stops; one of 20 ms stops each of them for its share.
-PERIOD = 0.02
+# two stops. At 20 ms the faults' own wake-ups, late on a loaded machine,
+# stretched the running share (a faulted run came out only 18% slow); 50 ms
+# keeps both short of a measurement and long against those delays.
+PERIOD = 0.05
 # How often the pods' processes are looked for again.
 RESCAN_SECONDS = 0.5
 WORD_BYTES = 4
