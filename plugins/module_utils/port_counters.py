@@ -9,7 +9,8 @@ units of 4 bytes) and the driver's hardware counters (``hw_counters``: for
 mlx5 the RoCE retransmission, congestion-notification and sequence-error
 counters). On RoCE the per-priority flow-control counters are in neither:
 mlx5 gives them to ``ethtool -S <netdev>`` (``rx_prio3_pause``, its
-``_duration``, ``rx_prio3_buf_discard``, ...), read through host_tools. A run's deltas say how much each port moved and whether it did so
+``_duration``, ``rx_prio3_buf_discard``, ...), read through host_tools.
+A run's deltas say how much each port moved and whether it did so
 cleanly: an error counter that moves during a benchmark or a training run is
 a finding on that NIC, and the congestion counters, per GB moved, tell a
 congested fabric from a quiet one.
@@ -105,22 +106,20 @@ def read_port_counters(reader):
     return ports
 
 
-def _is_error(name):
-    match = _PRIORITY_COUNTER.match(name)
-    return name in ERROR_COUNTERS or name in ETHTOOL_ERRORS or bool(match and match.group(3) == "buf_discard")
-
-
-def _is_congestion(name):
-    match = _PRIORITY_COUNTER.match(name)
-    return name in CONGESTION_COUNTERS or bool(match and match.group(3) != "buf_discard")
-
-
 def meaning(name):
-    """What a counter that moved means."""
+    """What an error counter that moved means; None for other counters."""
     match = _PRIORITY_COUNTER.match(name)
     if match and match.group(3) == "buf_discard":
         return "packets dropped on priority %s, which was meant to be lossless" % match.group(2)
     return ERROR_COUNTERS.get(name) or ETHTOOL_ERRORS.get(name)
+
+
+def _is_error(name):
+    return meaning(name) is not None
+
+
+def _is_congestion(name):
+    return name in CONGESTION_COUNTERS or bool(_PRIORITY_COUNTER.match(name)) and not _is_error(name)
 
 
 def _moved(before, after):
