@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh clone for running playbooks and tests. Idempotent: every step
 # keeps a stamp of its inputs and is skipped when they have not changed, so a
-# second run takes seconds. Needs only PyPI from the network.
+# second run takes seconds. Needs PyPI and the Go module proxy from the network.
 #
 #   .work/uv/                  uv (UV_VERSION in scripts/lib.sh), which installs the environments below,
 #                              and the pip that downloads the ansible wheels
@@ -24,6 +24,11 @@
 #                              environments (scripts/ansible_test_get_pip.py)
 #   ~/.ansible/test/venv/      ansible-test's sanity environments, created here
 #                              ahead of time (--prime-venvs) so tests need no downloads
+#   ~/.cache/mlinfra-multinode/bin/
+#                              the local cluster's binaries (tools/localcluster/build.sh, from the
+#                              Go module proxy), built beside the steps above: minutes on a cold
+#                              Go cache, which would otherwise be waited for by the first
+#                              `make cluster-up` or integration test
 #
 # Environment: MLINFRA_PYTHON=/path/to/python3.12 to choose the interpreter;
 # MLINFRA_SKIP_PRIME=1 to leave the sanity environments to the first test run.
@@ -211,6 +216,12 @@ EOF
   done
 }
 
+build_log="$WORK/build.log"
+bash "$ROOT/tools/localcluster/build.sh" >"$build_log" 2>&1 &
+build_pid=$!
+# A setup that fails stops the build too.
+trap 'pkill -P "$build_pid" 2>/dev/null; kill "$build_pid" 2>/dev/null || true' EXIT
+
 PYTHON="$(find_python312)"
 log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_version())'))"
 
@@ -233,4 +244,12 @@ if [[ "${MLINFRA_SKIP_PRIME:-0}" != 1 ]]; then
 fi
 
 "$VENV/bin/ansible-galaxy" collection list >/dev/null 2>&1 || die "ansible-galaxy cannot list the collections; see ansible.cfg"
+if kill -0 "$build_pid" 2>/dev/null; then
+  log "local cluster binaries: waiting for tools/localcluster/build.sh (its progress: $build_log)"
+fi
+if ! wait "$build_pid"; then
+  cat "$build_log" >&2
+  die "tools/localcluster/build.sh failed (output above); run it again once the Go module proxy is reachable"
+fi
+tail -n 1 "$build_log" >&2
 log "done in $(( SECONDS - started ))s. Next: bash scripts/test.sh"

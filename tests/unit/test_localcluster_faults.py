@@ -4,6 +4,7 @@ copy of the node root (its CPU set replaced, its port counters advancing
 while it runs torchrun) and its processes stopped for a share of the time."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -49,7 +50,7 @@ def test_every_other_pod_on_the_node_gets_its_own_root_with_the_fault(tmp_path):
 def test_the_counters_advance_with_the_time_the_pod_runs(tmp_path):
     fault = faults.Fault({"counters": {"mlx5_6/1": {"symbol_error": 10.5, "np_cnp_sent": 2}},
                           "gigabytes_per_second": 2})
-    pod = faults.FaultedPod(tmp_path, faults.Faults(tmp_path, list).root_for(
+    pod = faults.FaultedPod("u", tmp_path, faults.Faults(tmp_path, list).root_for(
         "n", "u", tmp_path, SNAPSHOT, fault), fault)
 
     def read(directory, name):
@@ -67,7 +68,7 @@ def test_the_counters_advance_with_the_time_the_pod_runs(tmp_path):
 def test_a_faulted_pod_s_processes_are_stopped_for_their_share_of_each_period(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.001)"])
     try:
-        pod = faults.FaultedPod(tmp_path, tmp_path, faults.Fault({"slowdown": 0.8}))
+        pod = faults.FaultedPod("u", tmp_path, tmp_path, faults.Fault({"slowdown": 0.8}))
         pod.workers = [child.pid]
         states = []
         done = threading.Event()
@@ -88,3 +89,60 @@ def test_a_faulted_pod_s_processes_are_stopped_for_their_share_of_each_period(tm
     finally:
         child.kill()
         child.wait()
+
+
+AGENT = """
+import socket, subprocess, sys, time
+quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+talking = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); time.sleep(60)"])
+print(quiet.pid, talking.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_only_workers_past_their_imports_are_slowed_and_the_agent_never(tmp_path):
+    # The argument names the agent as torchrun's does (python -m torch.distributed.run).
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, "torch.distributed.run"], stdout=subprocess.PIPE, text=True)
+    try:
+        quiet, talking = (int(pid) for pid in agent.stdout.readline().split())
+        deadline = time.time() + 10
+        while not faults._has_socket(talking) and time.time() < deadline:
+            time.sleep(0.05)
+        played = faults.Faults(tmp_path, lambda pdir: [agent.pid, quiet, talking])
+        pod = played.pods["u"] = faults.FaultedPod("u", tmp_path, tmp_path, faults.Fault({"slowdown": 0.5}))
+        assert played._rescan() == [pod] and sorted(pod.children) == sorted([quiet, talking])
+        # The quiet one is still importing, as far as anyone can tell.
+        assert pod.find_workers() and pod.workers == [talking]
+    finally:
+        subprocess.run(["pkill", "-P", str(agent.pid)], check=False)
+        agent.kill()
+        agent.wait()
+
+
+def cpu_seconds(pid):
+    fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_cpu_quota_holds_a_slowed_pod_s_workers_to_their_share_and_is_removed(tmp_path):
+    name = "mlinfra-test-%d" % os.getpid()
+    quota = faults.CpuQuota.find(name)
+    if quota is None:
+        pytest.skip("no writable cgroup hierarchy with the cpu controller here: the faults stop workers with signals")
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        quota.limit("pod-uid", [busy.pid], 0.8)
+        assert quota.groups["pod-uid"].is_dir()
+        before, started = cpu_seconds(busy.pid), time.monotonic()
+        time.sleep(1.0)
+        share = (cpu_seconds(busy.pid) - before) / (time.monotonic() - started)
+        # A fifth of a CPU (the clock ticks make it coarse); unlimited, it
+        # takes a whole one on an idle core and at least a third when busy.
+        assert 0.05 < share < 0.3, share
+        quota.release("pod-uid")
+        assert not (quota.base / "pod-uid").exists() and busy.poll() is None
+    finally:
+        busy.kill()
+        busy.wait()
+        faults.CpuQuota.remove_all(name)
+    assert not quota.base.exists()

@@ -13,14 +13,16 @@ which
             counters (counters/ or hw_counters/) advance while the pod runs
             torchrun, with port_xmit_data and port_rcv_data at
             gigabytes_per_second, as a link that takes errors would;
-  slowdown  the share of every 50 ms torchrun's workers in the pod are
-            stopped (SIGSTOP, SIGCONT): the throughput the fault costs (the
-            torchrun agent is left alone, so that its start-up is not).
+  slowdown  torchrun's workers in the pod get 1 - slowdown of one CPU
+            from their rendezvous on: the throughput the fault costs (the
+            torchrun agent and the workers' imports are left alone, so that
+            the start-up costs what it does on other pods). CpuQuota says
+            how, and Faults._throttle where no cgroup can be had.
 
 ``pods`` says which pods placed on the node get the fault: "every", or
 "odd" (the first, third, ... pod placed there since the fault was set,
-counted by uid), so that a soak that recreates its pods sees it come and go. The pod's exec sessions read
-the copy through MLINFRA_HOST_ROOT.
+counted by uid), so that a soak that recreates its pods sees it come and
+go. The pod's exec sessions read the copy through MLINFRA_HOST_ROOT.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 FAULT_ANNOTATION = "localcluster.mlinfra.io/fault"
+# Where no cgroup is at hand, workers are stopped for a share of every PERIOD.
 # A benchmark's measurement of one message size over gloo takes tens of
 # milliseconds here: a period of 100 ms let whole measurements run between
 # two stops. At 20 ms the faults' own wake-ups, late on a loaded machine,
@@ -84,10 +87,131 @@ class Fault:
         return self.pods == "every" or count % 2 == 1
 
 
+class CpuQuota:
+    """A cgroup of the cpu controller for each slowed pod, which holds its
+    workers to (1 - slowdown) of one CPU in every PERIOD_US.
+
+    Stops sent from here (Faults._throttle) come late on a loaded machine,
+    and the benchmark's barrier before each timed loop lines the loop up with
+    the moment a stopped worker goes on: a loop shorter than the running
+    share of a period then ran whole between two stops, and a faulted run
+    came out no slower than a normal one. The kernel keeps a quota whatever
+    the load, and a 10 ms period is shorter than any measurement. Needs a
+    writable cgroup hierarchy with the cpu controller (root on this machine:
+    cgroup v1's cpu hierarchy or cgroup v2's root); find() returns None
+    without one."""
+
+    PERIOD_US = 10000
+
+    def __init__(self, mount: Path, version: int, name: str) -> None:
+        self.mount, self.version = mount, version
+        self.base = mount / name
+        self.groups: dict[str, Path] = {}
+        self.moved: dict[str, set[int]] = {}
+
+    @classmethod
+    def find(cls, name: str) -> "CpuQuota | None":
+        """The quota under ``name`` (a cgroup of this cluster's, emptied of
+        what an earlier run left), or None where none can be made."""
+        for mount, version in _cpu_hierarchies():
+            quota = cls(mount, version, name)
+            try:
+                quota.base.mkdir(exist_ok=True)
+                if version == 2:
+                    (quota.base / "cgroup.subtree_control").write_text("+cpu\n")
+                quota._remove_groups()
+            except OSError:
+                continue
+            return quota
+        return None
+
+    @classmethod
+    def remove_all(cls, name: str) -> None:
+        """Removes the cgroups under ``name`` (the cluster is going down)."""
+        for mount, version in _cpu_hierarchies():
+            quota = cls(mount, version, name)
+            if quota.base.is_dir():
+                quota._remove_groups()
+                quota._remove(quota.base)
+
+    def limit(self, uid: str, pids: list[int], slowdown: float) -> None:
+        """Puts the pod's ``pids`` (the new ones) under its quota."""
+        group = self.groups.get(uid)
+        if group is None:
+            group = self.base / uid
+            group.mkdir(exist_ok=True)
+            quota_us = max(1000, int(self.PERIOD_US * (1 - slowdown)))
+            if self.version == 1:
+                (group / "cpu.cfs_period_us").write_text("%d\n" % self.PERIOD_US)
+                (group / "cpu.cfs_quota_us").write_text("%d\n" % quota_us)
+            else:
+                (group / "cpu.max").write_text("%d %d\n" % (quota_us, self.PERIOD_US))
+            self.groups[uid], self.moved[uid] = group, set()
+        for pid in set(pids) - self.moved[uid]:
+            try:
+                (group / "cgroup.procs").write_text("%d\n" % pid)
+            except OSError:
+                continue  # gone meanwhile
+            self.moved[uid].add(pid)
+
+    def release(self, uid: str) -> None:
+        group = self.groups.pop(uid, None)
+        self.moved.pop(uid, None)
+        if group is not None:
+            self._remove(group)
+
+    def _remove_groups(self) -> None:
+        for group in self.base.iterdir():
+            if group.is_dir():
+                self._remove(group)
+
+    def _remove(self, group: Path) -> None:
+        """Moves what still runs in ``group`` back to the root, then removes
+        it (a cgroup with processes cannot be)."""
+        try:
+            for pid in (group / "cgroup.procs").read_text().split():
+                try:
+                    (self.mount / "cgroup.procs").write_text(pid + "\n")
+                except OSError:
+                    pass
+            group.rmdir()
+        except OSError:
+            pass
+
+
+def _cpu_hierarchies() -> list[tuple[Path, int]]:
+    """(mount point, cgroup version) of the hierarchies with the cpu
+    controller, from /proc/self/mountinfo."""
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        try:
+            separator = fields.index("-")
+            mount, fstype, options = Path(fields[4]), fields[separator + 1], fields[separator + 3].split(",")
+        except (ValueError, IndexError):
+            continue
+        if fstype == "cgroup" and "cpu" in options:
+            found.append((mount, 1))
+        elif fstype == "cgroup2":
+            try:
+                if "cpu" in (mount / "cgroup.controllers").read_text().split():
+                    found.append((mount, 2))
+            except OSError:
+                continue
+    return found
+
+
 class FaultedPod:
-    def __init__(self, pdir: Path, root: Path, fault: Fault) -> None:
-        self.pdir, self.root, self.fault = pdir, root, fault
+    def __init__(self, uid: str, pdir: Path, root: Path, fault: Fault) -> None:
+        self.uid, self.pdir, self.root, self.fault = uid, pdir, root, fault
         self.pids: list[int] = []
+        # The torchrun agents' children, and those of them past their imports
+        # (a socket open: from their rendezvous on), which the fault slows.
+        self.children: list[int] = []
         self.workers: list[int] = []
         self.running = False
         self.carry: dict[Path, float] = {}
@@ -106,6 +230,12 @@ class FaultedPod:
                         files[base / directory / name] = rate
         return files
 
+    def find_workers(self) -> bool:
+        """Updates ``workers``; True while a child is still importing."""
+        self.workers = [pid for pid in self.workers if pid in self.children]
+        self.workers += [pid for pid in self.children if pid not in self.workers and _has_socket(pid)]
+        return len(self.workers) < len(self.children)
+
     def advance(self, seconds: float) -> None:
         for path, rate in self.files.items():
             amount = self.carry.get(path, 0.0) + rate * seconds
@@ -123,11 +253,13 @@ class Faults:
     """The faulted pods of a cluster and the thread that plays their faults.
     ``processes_of(pdir)``: the pids of a pod's exec sessions."""
 
-    def __init__(self, state_dir: Path, processes_of: Callable[[Path], list[int]]) -> None:
+    def __init__(self, state_dir: Path, processes_of: Callable[[Path], list[int]],
+                 quota: "CpuQuota | None" = None) -> None:
         self.counts_dir = state_dir / "faults"
         self.processes_of = processes_of
         self.pods: dict[str, FaultedPod] = {}
         self.lock = threading.Lock()
+        self.quota = quota
 
     def _count(self, node_name: str, uid: str, fault: Fault) -> int:
         """The pod's place among the pods placed on the node since it has
@@ -153,12 +285,14 @@ class Faults:
                          for line in status.read_text().splitlines()]
                 status.write_text("\n".join(lines) + "\n")
         with self.lock:
-            self.pods[uid] = FaultedPod(pdir, root, fault)
+            self.pods[uid] = FaultedPod(uid, pdir, root, fault)
         return root
 
     def forget(self, uid: str) -> None:
         with self.lock:
             self.pods.pop(uid, None)
+            if self.quota:
+                self.quota.release(uid)
 
     def _rescan(self) -> list[FaultedPod]:
         with self.lock:
@@ -167,7 +301,7 @@ class Faults:
             pod.pids = self.processes_of(pod.pdir)
             agents = [pid for pid in pod.pids if TORCHRUN in _cmdline(pid)]
             pod.running = bool(agents)
-            pod.workers = [pid for pid in pod.pids if _parent(pid) in agents]
+            pod.children = [pid for pid in pod.pids if _parent(pid) in agents]
         return [pod for pod in pods if pod.running]
 
     def run(self) -> None:
@@ -178,20 +312,34 @@ class Faults:
                 now = time.monotonic()
                 if now - scanned >= RESCAN_SECONDS:
                     active, scanned = self._rescan(), now
+                importing = False
                 for pod in active:
                     pod.advance(now - last if last else 0.0)
+                    importing = pod.find_workers() or importing
                 last = now
-                if not active:
-                    time.sleep(PERIOD)
+                if active and not self.quota:
+                    self._throttle(active)
                     continue
-                self._throttle(active)
+                if self.quota:
+                    self._limit(active)
+                # A worker's rendezvous is followed by its first measurement
+                # within a few hundred milliseconds: look for it often.
+                time.sleep(PERIOD / 5 if importing else PERIOD)
             except Exception as err:  # pylint: disable=broad-except  # the faults must go on for the other pods
                 print(f"{time.strftime('%H:%M:%S')} faults: {err}", flush=True)
                 time.sleep(PERIOD)
 
+    def _limit(self, active: list[FaultedPod]) -> None:
+        for pod in active:
+            if pod.fault.slowdown and pod.workers:
+                with self.lock:
+                    if pod.uid in self.pods:  # not forgotten meanwhile
+                        self.quota.limit(pod.uid, pod.workers, pod.fault.slowdown)
+
     @staticmethod
     def _throttle(active: list[FaultedPod]) -> None:
-        """One PERIOD: each pod's processes stopped for its share of it."""
+        """One PERIOD: each pod's workers stopped for its share of it, where
+        no CpuQuota can be had (less exact on a loaded machine)."""
         started = time.monotonic()
         stopped = []
         try:
@@ -220,6 +368,13 @@ def _parent(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _has_socket(pid: int) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

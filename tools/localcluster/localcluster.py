@@ -96,6 +96,9 @@ SYNC_CODE = WORK / "podsync.code"
 INVENTORY_VARS = ROOT / "inventories" / "local" / "group_vars" / "all"
 SNAPSHOTS_DIR = ROOT / "tests" / "fixtures" / "nodes"
 FILES_BIN = ROOT / "files" / "bin"
+# The cgroup (of the cpu controller) under which the faults slow pods: one per
+# state directory, so that clusters side by side keep to their own.
+FAULTS_CGROUP = "mlinfra-localcluster-" + hashlib.sha256(str(WORK).encode()).hexdigest()[:12]
 # The fake pods' "image": python3 and torchrun with torch
 # (requirements/workload.in, installed by scripts/setup.sh).
 WORKLOAD_BIN = ROOT / ".work" / "venv-workload" / "bin"
@@ -846,6 +849,7 @@ def down(quiet: bool = False) -> None:
         shutil.rmtree(path, ignore_errors=True)
     for path in (KUBECONFIG, CONFIG, SYNC_PATH):
         path.unlink(missing_ok=True)
+    faults.CpuQuota.remove_all(FAULTS_CGROUP)
     if not quiet:
         log("down")
 
@@ -1036,7 +1040,7 @@ class PodSync:
         self.api = Api()
         self.lock = threading.Lock()
         self.waiting_for_mounts: dict[str, tuple[str, str]] = {}
-        self.faults = faults.Faults(WORK, pod_processes)
+        self.faults = faults.Faults(WORK, pod_processes, faults.CpuQuota.find(FAULTS_CGROUP))
         try:
             self.base_path = SYNC_PATH.read_text().strip()
         except OSError:
