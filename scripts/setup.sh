@@ -220,7 +220,7 @@ build_log="$WORK/build.log"
 bash "$ROOT/tools/localcluster/build.sh" >"$build_log" 2>&1 &
 build_pid=$!
 # A setup that fails stops the build too.
-trap 'pkill -P "$build_pid" 2>/dev/null; kill "$build_pid" 2>/dev/null || true' EXIT
+trap 'pkill -P "$build_pid" 2>/dev/null || true; kill "$build_pid" 2>/dev/null || true' EXIT
 
 PYTHON="$(find_python312)"
 log "using $PYTHON ($("$PYTHON" -c 'import platform; print(platform.python_version())'))"
@@ -249,7 +249,8 @@ if kill -0 "$build_pid" 2>/dev/null; then
 fi
 if ! wait "$build_pid"; then
   cat "$build_log" >&2
-  die "tools/localcluster/build.sh failed (output above); run it again once the Go module proxy is reachable"
+  die "tools/localcluster/build.sh failed (its output above says why); run bash scripts/setup.sh again once that is fixed"
 fi
+trap - EXIT
 tail -n 1 "$build_log" >&2
 log "done in $(( SECONDS - started ))s. Next: bash scripts/test.sh"
