@@ -45,6 +45,12 @@ _value:
     pod:
       description: Pod name.
       type: str
+    uid:
+      description: The pod's uid (a soak's facts tell its runs' pods apart by it).
+      type: str
+    node:
+      description: The node the pod was scheduled to; null before it is.
+      type: str
     index:
       description: The pod's node index, from its controller's index label or the number its name ends in; null
         when neither gives one.

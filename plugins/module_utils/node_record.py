@@ -8,14 +8,17 @@ copies into a directory every file it read, every directory it listed (its
 entries: links, directories, files) and every path it found, with the
 symbolic links on the way (sysfs reaches a device's PCI function through
 them), and writes what ``nvidia-smi topo -m`` printed beside a stand-in
-``usr/bin/nvidia-smi`` that prints it again, and what ``mlnx_qos -i`` printed
-for each RoCE netdev (roce_qos reads it back). The checks then give on the
+``usr/bin/nvidia-smi`` that prints it again, what ``mlnx_qos -i`` printed
+for each RoCE netdev (roce_qos reads it back), and the RDMA ports' counters
+with what ``ethtool -S`` printed for their netdevs (port_counters reads
+them back). The checks then give on the
 snapshot (``mlinfra-node-check --root DIR``) what they gave on the node, so
 an operator can send the snapshot of a misbehaving node instead of access
 to it, and the tests keep real hardware as a fixture.
 
-What is copied is what the checks read: /proc and /sys entries of the
-kernel, modules, IOMMU, NVIDIA driver, RDMA devices and network interfaces,
+What is copied is what the checks and the counters read: /proc and /sys
+entries of the kernel, modules, IOMMU, NVIDIA driver, RDMA devices and their
+ports' counters, network interfaces,
 the locked-memory limit and capabilities of the process, the cgroup CPU
 limits, PCI configuration space of the GPUs' and NICs' bridges; no
 environment, no file contents beyond those. Device nodes (/dev/infiniband)
@@ -27,7 +30,9 @@ from __future__ import absolute_import, division, print_function
 import os
 import stat
 
+from .host_tools import recording, tool_output
 from .node_facts import NodeReader, gather_node_facts
+from .port_counters import read_port_counters
 from .roce_qos import MLNX_QOS_RECORDING
 
 __metaclass__ = type
@@ -189,4 +194,24 @@ def record_node(root, dest, nvidia_smi=None):
             _parent(path)
             with open(path, "w") as handle:
                 handle.write(port["mlnx_qos_raw"])
+    _record_port_counters(reader)
     return facts
+
+
+def _record_port_counters(reader):
+    """The RDMA ports' counters, read through the reader (so kept: what
+    moved on a node can be read back from two snapshots of it) and, for an
+    Ethernet port, what ``ethtool -S`` printed for its first netdev (the
+    per-priority pause counters are in no file)."""
+    for name, port in read_port_counters(reader).items():
+        device, number = name.split("/")
+        ethernet = reader.read("sys/class/infiniband", device, "ports", number, "link_layer", quiet=True) == "Ethernet"
+        if not (ethernet and port["netdevs"]):
+            continue
+        netdev = port["netdevs"][0]
+        text, source = tool_output(reader, "ethtool", ["-S", netdev], netdev, recorded_as="ethtool-S")
+        if text is not None and source != "recorded":
+            path = os.path.join(reader.dest, recording("ethtool-S", netdev))
+            _parent(path)
+            with open(path, "w") as handle:
+                handle.write(text)

@@ -356,9 +356,10 @@ def pod_index(pod):
 
 
 def pod_states(pods, mode):
-    """The run's pods by node index: name, index, phase, the trainer's exit
-    code and reason once it ended, and the state mlinfra-train status would
-    give (running, succeeded, failed)."""
+    """The run's pods by node index: name, uid, node (None before it is
+    scheduled), index, phase, the trainer's exit code and reason once it
+    ended, and the state mlinfra-train status would give (running,
+    succeeded, failed)."""
     name = container_name(mode)
     states = []
     for pod in pods:
@@ -376,7 +377,8 @@ def pod_states(pods, mode):
             state = "running"
         reason = terminated.get("reason") or status.get("reason")
         message = terminated.get("message") or status.get("message")
-        states.append({"pod": pod["metadata"]["name"], "index": pod_index(pod), "phase": phase, "state": state,
-                       "exit_code": terminated.get("exitCode"), "reason": reason, "message": message})
+        states.append({"pod": pod["metadata"]["name"], "uid": pod["metadata"].get("uid"),
+                       "node": (pod.get("spec") or {}).get("nodeName"), "index": pod_index(pod), "phase": phase,
+                       "state": state, "exit_code": terminated.get("exitCode"), "reason": reason, "message": message})
     states.sort(key=lambda item: (item["index"] is None, item["index"], item["pod"]))
     return states

@@ -59,14 +59,38 @@ def test_an_indexed_job_trains_across_two_pods_and_is_summed_up(api_client, depl
     for pod, status in zip(summary["pods"], summary["status"]):
         assert status["state"] == "succeeded" and status["exit_code"] == 0 and status["error"] is None
         assert status["metrics"]["step"] == 30 and status["first_loss"] > status["latest_loss"] + 1.0
-        # From the launcher's status line at the end of the container's log.
+        # From the launcher's status line at the end of the container's log,
+        # with what the pod's RDMA ports moved while torchrun ran (nothing:
+        # the nodes' snapshots hold still), for a soak's attribution.
         assert status["seconds"] > 0 and status["run_dir"].endswith("/mlinfra-runs/Job-OK/" + pod)
+        assert sorted(status["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+        assert all(port["bytes"] == 0 and port["errors"] == {} for port in status["port_counters"].values())
     for pod in summary["pods"]:
         log = (tmp_path / "Job-OK" / (pod + ".log")).read_text()
         assert "mlinfra-train: run Job-OK, node" in log and "step: 30" in log
     # A finished run's Job stays (train_job_ttl) with its pods and their logs.
     assert objects(api_client, namespace, "batch/v1", "Job", "job-ok") == ["job-ok"]
     assert launched_processes("Job-OK") == []
+
+
+def test_a_soak_of_job_runs_keeps_the_job_pods_and_their_counters(deployed, tmp_path):
+    # One run, judged against a baseline (tokens/s) rather than other runs.
+    run = run_playbook("soak.yml", "local", dict(deployed, soak_workload="train", soak_runs=1, soak_baseline=1,
+                                                 soak_report_dir=str(tmp_path),
+                                                 train_args=["--steps", "10", "--log-freq", "2"]))
+    assert not run.failed, run.failure_messages()
+    (soak_dir,) = tmp_path.glob("soak-*")
+    (entry,) = json.loads((soak_dir / "soak.json").read_text())["runs"]
+    assert entry["throughput"] > 0 and entry["degraded"] is False
+    # The Job's own pods (the StatefulSet has none), pod 0's log named after
+    # it, and beside it the facts the attribution reads.
+    pods = sorted(entry["pods"], key=lambda pod: pod["pod"])
+    assert sorted(pod["node"] for pod in pods) == HEALTHY and len({pod["uid"] for pod in pods}) == 2
+    assert entry["file"].endswith("/%s.log" % pods[0]["pod"]) and "step: 10" in open(entry["file"]).read()
+    facts = json.loads(open(entry["file"][:-len(".log")] + ".facts.json").read())
+    assert [(pod["pod"], pod["uid"]) for pod in facts["pods"]] == [(pod["pod"], pod["uid"]) for pod in pods]
+    for pod in facts["pods"]:
+        assert sorted(pod["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
 
 
 def test_a_failing_rank_fails_the_run_with_its_log_and_ends_the_job(api_client, deployed, tmp_path):

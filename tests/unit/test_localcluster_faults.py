@@ -33,18 +33,34 @@ def test_every_other_pod_on_the_node_gets_its_own_root_with_the_fault(tmp_path):
     fault = faults.Fault({"pods": "odd", "cpus": "0-31,64-95", "slowdown": 0.5,
                           "counters": {"mlx5_6/1": {"symbol_error": 100}}})
     played = faults.Faults(tmp_path / "state", lambda pdir: [])
-    roots = [played.root_for("node-x", uid, tmp_path / uid, SNAPSHOT, fault) for uid in ("a", "b", "c", "a")]
+
+    def place(uid, pdir=None, node="node-x", fault=fault, runs=True):
+        """As the pod sync does: the root, then the count once the pod runs."""
+        root = played.root_for(node, uid, pdir or tmp_path / uid, SNAPSHOT, fault)
+        if runs:
+            played.counted(node, uid, fault)
+        return root
+
+    roots = [place(uid) for uid in ("a", "b", "c", "a")]
     # The first and third pod; the first again when configured again.
     assert roots == [tmp_path / "a" / "root", None, tmp_path / "c" / "root", tmp_path / "a" / "root"]
-    assert sorted(played.pods) == ["a", "c"]
+    # A pod replaced before it ran takes no place: the one after it is the
+    # fourth (no fault), and the next the fifth.
+    assert [place("x", runs=False), place("y"), place("z")] == [None, None, tmp_path / "z" / "root"]
+    played.forget("z")
+    assert sorted(pod.uid for pod in played.pods.values()) == ["a", "c"]
     status = (roots[0] / "proc" / "self" / "status").read_text()
     assert "Cpus_allowed_list:\t0-31,64-95\n" in status and "Cpus_allowed_list:\t0-127" not in status
     # Another node counts its own pods, and so does another fault.
-    assert played.root_for("node-y", "b", tmp_path / "b", SNAPSHOT, fault) == tmp_path / "b" / "root"
+    assert place("b", node="node-y") == tmp_path / "b" / "root"
     other = faults.Fault({"pods": "odd", "slowdown": 0.5})
-    assert played.root_for("node-x", "d", tmp_path / "d", SNAPSHOT, other) == tmp_path / "d" / "root"
+    assert place("d", fault=other) == tmp_path / "d" / "root"
     played.forget("c")
-    assert sorted(played.pods) == ["a", "b", "d"]
+    assert sorted(pod.uid for pod in played.pods.values()) == ["a", "b", "d"]
+    # A pod that takes over a directory (a StatefulSet's pod of that name,
+    # made again) replaces the faulted one there, its deletion seen or not.
+    assert place("e", pdir=tmp_path / "a", fault=None) is None
+    assert sorted(pod.uid for pod in played.pods.values()) == ["b", "d"]
 
 
 def test_the_counters_advance_with_the_time_the_pod_runs(tmp_path):
@@ -109,7 +125,7 @@ def test_only_workers_past_their_imports_are_slowed_and_the_agent_never(tmp_path
         while not faults._has_socket(talking) and time.time() < deadline:
             time.sleep(0.05)
         played = faults.Faults(tmp_path, lambda pdir: [agent.pid, quiet, talking])
-        pod = played.pods["u"] = faults.FaultedPod("u", tmp_path, tmp_path, faults.Fault({"slowdown": 0.5}))
+        pod = played.pods[tmp_path] = faults.FaultedPod("u", tmp_path, tmp_path, faults.Fault({"slowdown": 0.5}))
         assert played._rescan() == [pod] and sorted(pod.children) == sorted([quiet, talking])
         # The quiet one is still importing, as far as anyone can tell.
         assert pod.find_workers() and pod.workers == [talking]

@@ -197,8 +197,9 @@ def _cpu_hierarchies() -> list[tuple[Path, int]]:
         if fstype == "cgroup" and "cpu" in options:
             found.append((mount, 1))
         elif fstype == "cgroup2":
+            # The cpu controller must reach the root's children (ours).
             try:
-                if "cpu" in (mount / "cgroup.controllers").read_text().split():
+                if "cpu" in (mount / "cgroup.subtree_control").read_text().split():
                     found.append((mount, 2))
             except OSError:
                 continue
@@ -257,24 +258,46 @@ class Faults:
                  quota: "CpuQuota | None" = None) -> None:
         self.counts_dir = state_dir / "faults"
         self.processes_of = processes_of
-        self.pods: dict[str, FaultedPod] = {}
+        # By pod directory: a directory holds one pod at a time (its name's),
+        # and a pod that takes it over replaces the one before it there,
+        # whether or not that one's deletion was seen (a watch that broke
+        # misses it, and the old pod's entry would slow the new one's
+        # processes, which carry the same directory).
+        self.pods: dict[Path, FaultedPod] = {}
         self.lock = threading.Lock()
         self.quota = quota
 
+    def _counts_file(self, node_name: str, fault: Fault) -> Path:
+        return self.counts_dir / f"{node_name}-{fault.digest}.json"
+
     def _count(self, node_name: str, uid: str, fault: Fault) -> int:
-        """The pod's place among the pods placed on the node since it has
-        this fault (1 for the first)."""
-        self.counts_dir.mkdir(parents=True, exist_ok=True)
-        path = self.counts_dir / f"{node_name}-{fault.digest}.json"
+        """The pod's place among the pods that ran on the node since it has
+        this fault (1 for the first): where counted() recorded it, else the
+        next place."""
+        path = self._counts_file(node_name, fault)
+        seen = json.loads(path.read_text()) if path.exists() else []
+        return seen.index(uid) + 1 if uid in seen else len(seen) + 1
+
+    def counted(self, node_name: str, uid: str, fault: Fault | None) -> None:
+        """Records the pod in its place once it is set up to run. A pod
+        replaced before that (the StatefulSet made another of its name)
+        takes no place, so that "odd" follows the pods that ran."""
+        if fault is None:
+            return
+        path = self._counts_file(node_name, fault)
+        path.parent.mkdir(parents=True, exist_ok=True)
         seen = json.loads(path.read_text()) if path.exists() else []
         if uid not in seen:
-            seen.append(uid)
-            path.write_text(json.dumps(seen))
-        return seen.index(uid) + 1
+            path.write_text(json.dumps(seen + [uid]))
 
-    def root_for(self, node_name: str, uid: str, pdir: Path, snapshot: Path, fault: Fault) -> Path | None:
-        """The pod's own root when the node's fault applies to it, else None."""
-        if not fault.applies(self._count(node_name, uid, fault)):
+    def root_for(self, node_name: str, uid: str, pdir: Path, snapshot: Path, fault: Fault | None) -> Path | None:
+        """The pod's own root when the node's fault applies to it, else None.
+        Called for every pod placed on a node with a snapshot."""
+        with self.lock:
+            before = self.pods.get(pdir)
+            if before and before.uid != uid:
+                self._drop(pdir)
+        if fault is None or not fault.applies(self._count(node_name, uid, fault)):
             return None
         root = pdir / "root"
         if not root.exists():
@@ -285,14 +308,19 @@ class Faults:
                          for line in status.read_text().splitlines()]
                 status.write_text("\n".join(lines) + "\n")
         with self.lock:
-            self.pods[uid] = FaultedPod(uid, pdir, root, fault)
+            self.pods[pdir] = FaultedPod(uid, pdir, root, fault)
         return root
 
     def forget(self, uid: str) -> None:
         with self.lock:
-            self.pods.pop(uid, None)
-            if self.quota:
-                self.quota.release(uid)
+            for pdir in [pdir for pdir, pod in self.pods.items() if pod.uid == uid]:
+                self._drop(pdir)
+
+    def _drop(self, pdir: Path) -> None:
+        """Under the lock."""
+        pod = self.pods.pop(pdir)
+        if self.quota:
+            self.quota.release(pod.uid)
 
     def _rescan(self) -> list[FaultedPod]:
         with self.lock:
@@ -333,7 +361,7 @@ class Faults:
         for pod in active:
             if pod.fault.slowdown and pod.workers:
                 with self.lock:
-                    if pod.uid in self.pods:  # not forgotten meanwhile
+                    if self.pods.get(pod.pdir) is pod:  # not dropped meanwhile
                         self.quota.limit(pod.uid, pod.workers, pod.fault.slowdown)
 
     @staticmethod

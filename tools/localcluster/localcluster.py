@@ -348,6 +348,15 @@ class ApiError(RuntimeError):
         self.status = status
 
 
+def pod_replaced(err: ApiError) -> bool:
+    """Whether a write that named the pod's uid failed because the pod went
+    away or another of its name took its place. A merge patch's uid that no
+    longer matches is refused as an invalid change of an immutable field
+    (422), not as a conflict; taken for an error, it broke the pod sync's
+    watch, and the deletions in the gap were never seen."""
+    return err.code in (404, 409) or err.code == 422 and "metadata.uid" in str(err.status.get("message", ""))
+
+
 # --------------------------------------------------------------------------
 # Processes
 # --------------------------------------------------------------------------
@@ -845,7 +854,7 @@ def down(quiet: bool = False) -> None:
     for name, pid in component_pids().items():
         if pid:
             os.kill(pid, signal.SIGKILL)
-    for path in (CLUSTER_DIR, PODS_DIR, VOLUMES_DIR, SHIMS_DIR):
+    for path in (CLUSTER_DIR, PODS_DIR, VOLUMES_DIR, SHIMS_DIR, WORK / "faults"):
         shutil.rmtree(path, ignore_errors=True)
     for path in (KUBECONFIG, CONFIG, SYNC_PATH):
         path.unlink(missing_ok=True)
@@ -1074,7 +1083,7 @@ class PodSync:
         except (faults.FaultError, TypeError, ValueError, AttributeError) as err:
             self.warn(pod, "FaultIgnored", f"node {node_name}'s fault annotation: {err}")
             fault = None
-        if fault and snapshot:
+        if snapshot:
             host_root = self.faults.root_for(node_name, meta["uid"], pdir, snapshot, fault) or snapshot
         try:
             volumes = volume_host_dirs(self.api, pod, pdir, snapshot)
@@ -1145,12 +1154,15 @@ class PodSync:
                 self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
                                      {"metadata": {"uid": meta["uid"], "annotations": {FAILED_MARK: "BackOff"}}})
                 return
-        # The uid makes the patch fail (409) if the pod was replaced meanwhile.
+        # The uid makes the patch fail if the pod was replaced meanwhile (409,
+        # or 422 "metadata.uid: field is immutable" from a merge patch).
         marks = {EXEC_MARK: node_name}
         if commands:
             marks[RUN_MARK] = ",".join(container["name"] for container, _view, _env, _log in commands)
         self.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
                              {"metadata": {"uid": meta["uid"], "annotations": marks}})
+        if snapshot:
+            self.faults.counted(node_name, meta["uid"], fault)
         for container, view, env, logfile in commands:
             workdir = view.directory(container.get("workingDir") or "/workspace") or pdir / "workspace"
             self.run_container(pod, container, view, env, logfile, workdir)
@@ -1280,7 +1292,7 @@ class PodSync:
             recycle_released_volumes(self.api)
             self.configure(pod)
         except ApiError as err:
-            if err.code not in (404, 409):  # the pod went away or was replaced
+            if not pod_replaced(err):
                 raise
 
     def forget(self, pod: dict) -> None:

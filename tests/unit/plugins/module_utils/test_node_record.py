@@ -12,7 +12,10 @@ import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import format_report, main_node_check, \
     node_check_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils import node_record
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_record import record_node
+from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters import read_port_counters
 
 from conftest import REPO, SNAPSHOTS
 
@@ -78,8 +81,29 @@ def test_only_what_the_checks_read_is_recorded(tmp_path, snapshot_copy):
     recorded = set()
     for directory, _dirs, names in os.walk(str(tmp_path / "snapshot")):
         recorded.update(os.path.relpath(os.path.join(directory, name), str(tmp_path / "snapshot")) for name in names)
-    assert "etc/shadow" not in recorded and not [path for path in recorded if "counters" in path]
+    assert "etc/shadow" not in recorded
     assert "proc/cmdline" in recorded and "usr/bin/nvidia-smi" in recorded
+    # The ports' counters too: what moved on a node is read from two
+    # snapshots. (sys/class/infiniband/mlx5_10 links to the PCI device.)
+    assert [path for path in recorded if path.endswith("/infiniband/mlx5_10/ports/1/counters/port_xmit_data")]
+
+
+def test_a_live_host_s_ethtool_output_is_recorded_for_its_roce_ports(tmp_path, snapshot_copy, monkeypatch):
+    # ethtool runs only against the host's own root (/), which here has no
+    # RDMA port: the tool is stood in for, the rest is the real recording.
+    node = snapshot_copy("roce-counters")
+    asked = []
+
+    def ethtool(reader, tool, arguments, netdev, recorded_as=None):
+        asked.append((tool, tuple(arguments), recorded_as))
+        return "NIC statistics:\n     rx_prio3_pause: 148213\n     tx_prio3_pause: 12\n", "/usr/sbin/ethtool"
+
+    monkeypatch.setattr(node_record, "tool_output", ethtool)
+    record_node(str(node), str(tmp_path / "snapshot"))
+    ports = read_port_counters(NodeReader(str(tmp_path / "snapshot")))
+    assert ("ethtool", ("-S", "net1"), "ethtool-S") in asked
+    assert ports["mlx5_6/1"]["ethtool"] == {"rx_prio3_pause": 148213, "tx_prio3_pause": 12}
+    assert ports["mlx5_6/1"]["counters"] == read_port_counters(NodeReader(str(node)))["mlx5_6/1"]["counters"]
 
 
 def test_the_command_records_into_a_new_directory_only(tmp_path, capsys):

@@ -478,9 +478,11 @@ def test_pod_index(metadata, index):
     assert tj.pod_index({"metadata": metadata}) == index
 
 
-def pod(name, phase=None, containers=(), index=None, **status):
+def pod(name, phase=None, containers=(), index=None, node=None, **status):
     labels = {"batch.kubernetes.io/job-completion-index": str(index)} if index is not None else {}
-    result = {"metadata": {"name": name, "labels": labels}, "status": dict(status)}
+    result = {"metadata": {"name": name, "labels": labels, "uid": "uid-" + name}, "status": dict(status)}
+    if node:
+        result["spec"] = {"nodeName": node}
     if phase is not None:
         result["status"]["phase"] = phase
     if containers:
@@ -499,13 +501,18 @@ def test_pod_states_of_a_job():
     pods = [
         pod("j-2-ccccc", "Failed", [terminated("sidecar", 0, "Completed"), terminated("trainer", 1, "Error")],
             index=2),
-        pod("j-0-aaaaa", "Succeeded", [terminated("trainer", 0, "Completed")], index=0),
+        pod("j-0-aaaaa", "Succeeded", [terminated("trainer", 0, "Completed")], index=0, node="gpu-a"),
         pod("j-3-ddddd", "Pending", index=3),
         pod("j-1-bbbbb", "Running", [{"name": "trainer", "state": {"running": {"startedAt": "t"}}}], index=1),
         pod("j-4-eeeee", "Failed", reason="Evicted", message="The node was low on resource: memory.", index=4),
         pod("stray"),
     ]
-    assert tj.pod_states(pods, "job") == [
+    states = tj.pod_states(pods, "job")
+    # The uid and node of each, for a soak's facts (no node before it is scheduled).
+    assert [(state["uid"], state["node"]) for state in states] == [
+        ("uid-j-0-aaaaa", "gpu-a"), ("uid-j-1-bbbbb", None), ("uid-j-2-ccccc", None), ("uid-j-3-ddddd", None),
+        ("uid-j-4-eeeee", None), ("uid-stray", None)]
+    assert [dict((key, value) for key, value in state.items() if key not in ("uid", "node")) for state in states] == [
         {"pod": "j-0-aaaaa", "index": 0, "phase": "Succeeded", "state": "succeeded", "exit_code": 0,
          "reason": "Completed", "message": None},
         {"pod": "j-1-bbbbb", "index": 1, "phase": "Running", "state": "running", "exit_code": None,
