@@ -20,9 +20,9 @@ which
             how, and Faults._throttle where no cgroup can be had.
 
 ``pods`` says which pods placed on the node get the fault: "every", or
-"odd" (the first, third, ... pod placed there since the fault was set,
-counted by uid), so that a soak that recreates its pods sees it come and
-go. The pod's exec sessions read the copy through MLINFRA_HOST_ROOT.
+"odd" (the first, third, ... pod that ran there since the fault was set,
+counted by uid once set up to run), so that a soak that recreates its pods
+sees it come and go. The pod's exec sessions read the copy through MLINFRA_HOST_ROOT.
 """
 
 from __future__ import annotations
