@@ -33,7 +33,6 @@ import stat
 from .host_tools import recording, tool_output
 from .node_facts import NodeReader, gather_node_facts
 from .port_counters import read_port_counters
-from .roce_qos import MLNX_QOS_RECORDING
 
 __metaclass__ = type
 
@@ -188,14 +187,22 @@ def record_node(root, dest, nvidia_smi=None):
             handle.write(NVIDIA_SMI_STAND_IN % (returncode if 0 <= returncode < 256 else 1))
         os.chmod(stand_in, 0o755)
     for netdev, port in facts["roce_qos"].items():
-        if port["mlnx_qos_raw"] is not None and port["mlnx_qos_source"] != "recorded":
-            # What mlnx_qos -i printed, read back from the snapshot.
-            path = os.path.join(reader.dest, MLNX_QOS_RECORDING % netdev)
-            _parent(path)
-            with open(path, "w") as handle:
-                handle.write(port["mlnx_qos_raw"])
+        # What mlnx_qos -i printed, read back from the snapshot.
+        _keep_output(reader, "mlnx_qos", netdev, port["mlnx_qos_raw"], port["mlnx_qos_source"])
     _record_port_counters(reader)
     return facts
+
+
+def _keep_output(reader, recorded_as, netdev, text, source):
+    """Writes what a node's tool printed as the snapshot's recording
+    (host_tools.recording), unless it was read from one already (the
+    reader copied that) or there is none."""
+    if text is None or source == "recorded":
+        return
+    path = os.path.join(reader.dest, recording(recorded_as, netdev))
+    _parent(path)
+    with open(path, "w") as handle:
+        handle.write(text)
 
 
 def _record_port_counters(reader):
@@ -210,8 +217,4 @@ def _record_port_counters(reader):
             continue
         netdev = port["netdevs"][0]
         text, source = tool_output(reader, "ethtool", ["-S", netdev], netdev, recorded_as="ethtool-S")
-        if text is not None and source != "recorded":
-            path = os.path.join(reader.dest, recording("ethtool-S", netdev))
-            _parent(path)
-            with open(path, "w") as handle:
-                handle.write(text)
+        _keep_output(reader, "ethtool-S", netdev, text, source)

@@ -24,12 +24,11 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from .host_tools import recording, tool_output
+from .host_tools import tool_output
 
 __metaclass__ = type
 
 PRIORITIES = range(8)
-MLNX_QOS_RECORDING = recording("mlnx_qos", "%s")
 ECN_KINDS = ("roce_np", "roce_rp")
 
 
