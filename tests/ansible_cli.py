@@ -134,6 +134,12 @@ class PlaybookRun:
                     found.append(task["hosts"]["localhost"])
         return found
 
+    def tasks_run(self):
+        """The names of the tasks that ran (not skipped), in their order,
+        without their role's name ("verify : ")."""
+        return [task["task"]["name"].split(" : ", 1)[-1] for play in self.document["plays"] for task in play["tasks"]
+                if not task["hosts"].get("localhost", {}).get("skipped")]
+
     def last_words(self):
         """The message of the last task that printed one (skipped tasks print
         none): what the user reads last, just above the play recap."""

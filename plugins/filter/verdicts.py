@@ -11,7 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation, verdicts
+from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation, port_counters, verdicts
 
 
 def _list(value, name):
@@ -31,9 +31,9 @@ def pod_verdicts(execs, detected, replicas, app_name):
     return verdicts.pod_verdicts(_list(execs, "pod_verdicts"), _list(detected, "detected"), replicas, app_name)
 
 
-def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False, expected=None):
+def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False, expected=None, probe_counters=None):
     return verdicts.bench_verdict(_list(execs, "bench_verdict"), blocker, _list(thresholds, "thresholds"), pairwise,
-                                  expected)
+                                  expected, probe_counters)
 
 
 def verify_report(meta, nodes, pods, bench, notes, previous):
@@ -60,8 +60,13 @@ def soak_report(meta, runs, judged):
     return verdicts.soak_report(_list(runs, "soak_report"), _list(judged, "judged"), meta)
 
 
-def soak_run_facts(pods, run):
-    return degradation.run_facts(int(run), _list(pods, "soak_run_facts"))
+def soak_run_facts(pods, run, nodes=None):
+    return degradation.run_facts(int(run), _list(pods, "soak_run_facts"), nodes)
+
+
+def node_port_deltas(before, after, nodes):
+    return port_counters.node_port_deltas(_list(before, "node_port_deltas"), _list(after, "after"),
+                                          set(_list(nodes, "nodes")))
 
 
 class FilterModule(object):
@@ -76,4 +81,5 @@ class FilterModule(object):
             "job_run_state": job_run_state,
             "soak_report": soak_report,
             "soak_run_facts": soak_run_facts,
+            "node_port_deltas": node_port_deltas,
         }

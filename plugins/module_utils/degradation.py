@@ -6,7 +6,8 @@
 throughput judges each run normal or degraded; this module takes what was
 recorded beside each run (its facts: the pods by uid, their nodes, their
 CPU placement against their GPUs' NUMA nodes, their GPU-to-NIC rails and
-what every RDMA port's counters moved during the run) and ranks the
+what every RDMA port's counters moved during the run, in the pods and, as
+the probes read them, in the nodes' whole ports) and ranks the
 factors by how well they separate the two groups: a node, a pair of nodes,
 a NIC whose counter moved, a placement, a pod. A factor found in every
 degraded run and in no normal one is the first suspect; when none is found
@@ -35,7 +36,10 @@ __metaclass__ = type
 FACTS_SUFFIX = ".facts.json"
 # What a facts file holds, as the errors say it.
 FACTS_FORMAT = ('a JSON object {"run": N, "pods": [...]}, each pod with its "node" and, where known, "pod", "uid", '
-                '"placement", "rails" and "port_counters" (ansible-doc -t filter mlinfra.multinode.soak_run_facts)')
+                '"placement", "rails" and "port_counters", and optionally "nodes": [...], each with its "node" and '
+                '"port_counters" (ansible-doc -t filter mlinfra.multinode.soak_run_facts)')
+# How a node's whole port, read by its probe, is named beside the pods' ports.
+WHOLE_PORT = " (whole port)"
 
 # A factor counts when it is in more than this share of the degraded runs
 # (one pod of one of two degraded runs is no cause of both) and its share
@@ -90,18 +94,27 @@ def read_facts(path):
     except ValueError as exc:
         raise FactsError("%s is not JSON (%s): a facts file is %s" % (path, exc, FACTS_FORMAT))
     pods = facts.get("pods") if isinstance(facts, dict) else None
-    if not isinstance(pods, list) or not all(isinstance(pod, dict) and pod.get("node") for pod in pods):
+    nodes = facts.get("nodes", []) if isinstance(facts, dict) else None
+    if not all(isinstance(found, list) and all(isinstance(item, dict) and item.get("node") for item in found)
+               for found in (pods, nodes)):
         raise FactsError("%s: not a facts file, which is %s" % (path, FACTS_FORMAT))
     return facts
 
 
-def run_facts(number, pods):
+def run_facts(number, pods, nodes=None):
     """Run ``number``'s facts file, from its pods as the benchmark's verdict
     or the training run gives them (a pod never scheduled has no node and
-    no facts)."""
+    no facts), and what the probes read of its nodes' whole ports
+    (``nodes``: port_counters.node_port_deltas; a node not read is kept
+    with why)."""
     keep = ("pod", "uid", "node", "placement", "rails", "port_counters")
-    return {"run": number, "pods": [dict((key, pod.get(key)) for key in keep if pod.get(key) is not None)
-                                    for pod in pods or [] if pod.get("node")]}
+    facts = {"run": number, "pods": [dict((key, pod.get(key)) for key in keep if pod.get(key) is not None)
+                                     for pod in pods or [] if pod.get("node")]}
+    if nodes:
+        facts["nodes"] = [{"node": node, "port_counters": read["ports"]} if read["ports"] is not None
+                          else {"node": node, "error": read["error"]}
+                          for node, read in sorted(nodes.items(), key=lambda item: natural_key(item[0]))]
+    return facts
 
 
 # -- the factors of one run --------------------------------------------------
@@ -117,16 +130,14 @@ def _placement_off(placement):
     return None
 
 
-def _counter_rates(pod):
-    """{(port, counter): (delta, per GB or None, netdevs)} of what moved."""
+def _counter_rates(delta):
+    """{counter: (delta, per GB or None, netdevs)} of what moved on a port."""
     rates = {}
-    for port, delta in (pod.get("port_counters") or {}).items():
-        moved = dict(delta.get("congestion") or {}, **(delta.get("errors") or {}))
-        data_bytes = delta.get("bytes") or 0
-        for counter, value in moved.items():
-            if value:
-                rates[(port, counter)] = (value, value * 1e9 / data_bytes if data_bytes else None,
-                                          delta.get("netdevs") or [])
+    moved = dict(delta.get("congestion") or {}, **(delta.get("errors") or {}))
+    data_bytes = delta.get("bytes") or 0
+    for counter, value in moved.items():
+        if value:
+            rates[counter] = (value, value * 1e9 / data_bytes if data_bytes else None, delta.get("netdevs") or [])
     return rates
 
 
@@ -169,10 +180,21 @@ def _median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
+def _readings(facts):
+    """(node, port, what moved there) of every port a run's facts read: the
+    pods' own, and the nodes' whole ports as the probes read them (told
+    apart by WHOLE_PORT: a pod's VF and its node's port are two readings)."""
+    for pod in (facts or {}).get("pods") or []:
+        for port, delta in (pod.get("port_counters") or {}).items():
+            yield pod["node"], port, delta
+    for node in (facts or {}).get("nodes") or []:
+        for port, delta in (node.get("port_counters") or {}).items():
+            yield node["node"], port + WHOLE_PORT, delta
+
+
 def _ports_present(facts):
     """(node, port) of every port a run's facts read."""
-    return set((pod["node"], port) for pod in (facts or {}).get("pods") or []
-               for port in pod.get("port_counters") or {})
+    return set((node, port) for node, port, _delta in _readings(facts))
 
 
 def counter_factors(runs):
@@ -183,9 +205,9 @@ def counter_factors(runs):
     runs), on every port the normal runs read."""
     moved = {}
     for run in runs:
-        for pod in (run["facts"] or {}).get("pods") or []:
-            for (port, counter), reading in _counter_rates(pod).items():
-                moved.setdefault((pod["node"], port, counter), {})[run["run"]] = reading
+        for node, port, delta in _readings(run["facts"]):
+            for counter, reading in _counter_rates(delta).items():
+                moved.setdefault((node, port, counter), {})[run["run"]] = reading
     normal = [run for run in runs if run["degraded"] is False]
     found = {}
     for (node, port, counter), by_run in moved.items():

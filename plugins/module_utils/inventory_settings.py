@@ -327,6 +327,7 @@ SETTINGS = {
     "soak_workload": _choice("bench", "train"),
     "soak_fail_on_degraded": _bool,
     "soak_recreate_pods": _bool,
+    "soak_node_counters": _bool,
     "soak_baseline": ONE_LINE,
     "soak_save_baseline": ONE_LINE,
     "soak_report_dir": ONE_LINE,

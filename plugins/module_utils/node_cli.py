@@ -18,8 +18,9 @@ import sys
 from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, override_error, \
     parse_version, render_env_file
 from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
-from .node_facts import ROOT_ENV, gather_node_facts, node_root
+from .node_facts import ROOT_ENV, NodeReader, gather_node_facts, node_root
 from .node_record import record_node
+from .port_counters import read_port_counters
 
 __metaclass__ = type
 
@@ -103,7 +104,15 @@ def main_node_check(argv=None):
     parser.add_argument("--record", metavar="DIR",
                         help="first copy what the checks read (and nothing else) into DIR, a new directory: a "
                              "snapshot that mlinfra-node-check --root DIR checks as this node")
+    parser.add_argument("--read-counters", action="store_true",
+                        help="check nothing: print every RDMA port's counters as JSON (read before and after a "
+                             "benchmark, the difference is what the port moved)")
     args = parser.parse_args(argv)
+    if args.read_counters:
+        json.dump({"root": args.root, "port_counters": read_port_counters(NodeReader(args.root))}, sys.stdout,
+                  indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
     if args.record:
         try:
             facts = record_node(args.root, args.record, nvidia_smi=args.nvidia_smi)

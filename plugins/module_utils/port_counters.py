@@ -13,9 +13,14 @@ mlx5 gives them to ``ethtool -S <netdev>`` (``rx_prio3_pause``, its
 A run's deltas say how much each port moved and whether it did so
 cleanly: an error counter that moves during a benchmark or a training run is
 a finding on that NIC, and the congestion counters, per GB moved, tell a
-congested fabric from a quiet one.
+congested fabric from a quiet one. Around verify-rdma.yml's benchmark the
+probes read their node's whole ports too (mlinfra-node-check
+--read-counters): a pod sees the ports it was given (a VF may count only
+its own traffic), a probe every port of its node, whoever uses it; both go
+into the report's tables and its port_counters finding (verdicts).
 
-Standard library only: read inside the pods by mlinfra-pod-bench.
+Standard library only: read inside the pods by mlinfra-pod-bench and the
+probes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -170,3 +175,89 @@ def counter_findings(deltas_by_host):
                                  "delta": value, "per_gb": delta["per_gb"].get(name),
                                  "meaning": meaning(name)})
     return sorted(findings, key=lambda finding: (-finding["delta"], finding["host"], finding["port"]))
+
+
+# -- around a benchmark: the pods' and the probes' readings, for the report --
+
+
+def _counter_row(port, delta):
+    return {"port": port, "netdevs": delta["netdevs"], "gb": round(delta["bytes"] / 1e9, 3),
+            "errors": ", ".join("%s +%d" % item for item in sorted(delta["errors"].items())),
+            "congestion_per_gb": ", ".join("%s %s" % (name, delta["per_gb"][name])
+                                           for name in delta["congestion"] if name in delta["per_gb"])}
+
+
+def _by_port(deltas):
+    return sorted((deltas or {}).items(), key=lambda item: natural_key(item[0]))
+
+
+def counter_rows(pods):
+    """The report's table: what each pod's ports moved during the run."""
+    rows = []
+    for pod in pods:
+        for port, delta in _by_port(pod.get("port_counters")):
+            rows.append(dict(_counter_row(port, delta), pod=pod["pod"], node=pod["node"]))
+    return rows
+
+
+def node_counter_rows(node_deltas):
+    """The report's table of the nodes' ports, as their probes read them; a
+    node whose readings are missing has one row with the error."""
+    rows = []
+    for node, moved in sorted(node_deltas.items()):
+        if moved["error"]:
+            rows.append({"node": node, "port": None, "error": moved["error"]})
+        for port, delta in _by_port(moved["ports"]):
+            rows.append(dict(_counter_row(port, delta), node=node, error=None))
+    return rows
+
+
+def _probe_reading(found):
+    document = (found or {}).get("json")
+    reading = document.get("port_counters") if isinstance(document, dict) else None
+    return reading if isinstance(reading, dict) else None
+
+
+def node_port_deltas(before, after, nodes):
+    """What every RDMA port of each of ``nodes`` moved during the benchmark,
+    whoever sent it, from its probe's readings just before and just after it
+    (pods_exec's ``pods`` running mlinfra-node-check --read-counters):
+    {node: {"ports": port_deltas, "error": None}}, or {"ports": None,
+    "error": why} for a node one of whose readings is missing."""
+    readings = {}
+    for when, execs in (("before", before), ("after", after)):
+        for item in execs or []:
+            if item.get("node") in nodes:
+                readings.setdefault(item["node"], {})[when] = item
+    deltas = {}
+    for node in sorted(readings):
+        pair = readings[node]
+        first, last = _probe_reading(pair.get("before")), _probe_reading(pair.get("after"))
+        if first is not None and last is not None:
+            deltas[node] = {"ports": port_deltas(first, last), "error": None}
+            continue
+        when = "before" if first is None else "after"
+        why = (pair.get(when) or {}).get("error") or (pair.get(when) or {}).get("stderr") or "no reading"
+        deltas[node] = {"ports": None, "error": "its probe could not read the ports' counters %s the benchmark: %s"
+                                                % (when, why.strip())}
+    return deltas
+
+
+def _counter_moved(item):
+    """One error counter that moved, as the finding says it."""
+    port = item["port"] + (" (%s)" % ",".join(item["netdevs"]) if item["netdevs"] else "")
+    rate = ", %s per GB moved" % item["per_gb"] if item["per_gb"] is not None else ""
+    return "%s: %s %s +%d%s (%s)" % (item["host"], port, item["counter"], item["delta"], rate, item["meaning"])
+
+
+def moved_errors(pods, node_deltas):
+    """What the finding says: every error counter that moved, in a pod's
+    ports (``pods``' port_counters) or, as the probes read them, in its
+    node's whole ports (``node_deltas``: node_port_deltas); then each node
+    whose ports could not be read."""
+    moved = dict(("pod %s on %s" % (pod["pod"], pod["node"]), pod.get("port_counters")) for pod in pods)
+    moved.update(("node %s (whole ports)" % node, found["ports"]) for node, found in node_deltas.items())
+    messages = [_counter_moved(item) for item in counter_findings(moved)]
+    messages.extend("node %s: %s" % (node, found["error"]) for node, found in sorted(node_deltas.items())
+                    if found["error"])
+    return messages

@@ -4,12 +4,14 @@
 """The verify role's probe objects, built as data from the checked settings:
 a service account for the probes, its binding to the privileged SCC
 (OpenShift) and, per GPU node, a pod pinned to it that idles until the node
-checks are run in it by exec.
+checks are run in it by exec (and, when it stays for the benchmark, the
+reading of the node's port counters before and after it).
 
 Every value from the inventory becomes the value of one field and the
 objects are serialised once, by whoever applies them: no value can add a
 field. ``settings`` maps the inventory's variable names to their values as
-the cluster role's checked_settings has checked them.
+the cluster role's checked_settings has checked them, and ``bench_seconds``
+how long the probes stay for the benchmark (left out: they do not).
 
 Standard library only.
 """
@@ -73,11 +75,18 @@ def _host_volume(name, path):
     return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
 
 
+def probe_lifetime(settings):
+    """Seconds a probe lives: its start, the benchmark when it stays to read
+    the ports' counters around it (``bench_seconds``, set by the role, not
+    an inventory variable), and a margin."""
+    return int(settings["verify_probe_timeout"]) + int(settings.get("bench_seconds") or 0) + _IDLE_MARGIN_SECONDS
+
+
 def probe_pod(settings, index, node):
     """The probe of one node, pinned to it by nodeName: it runs on a cordoned
     node too, and needs no scheduler."""
     app = settings["cluster_app_name"]
-    lifetime = int(settings["verify_probe_timeout"]) + _IDLE_MARGIN_SECONDS
+    lifetime = probe_lifetime(settings)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

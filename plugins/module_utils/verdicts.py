@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .bench_expectation import BUSBW_EXPECTED, EXPECTED_FIX, expectation
-from .port_counters import counter_findings
+from .port_counters import counter_rows, moved_errors, node_counter_rows, node_port_deltas
 from .probe_manifests import PROBED_NODE_ANNOTATION
 
 PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
@@ -231,41 +231,20 @@ COUNTERS_FIX = ("An error counter that moves while the benchmark runs is that NI
                 "lossless on NCCL's traffic class (PFC and ECN); run verify-rdma.yml again to see whether it moves again.")
 
 
-def _counter_rows(pods):
-    """The report's table: what each pod's ports moved during the run."""
-    rows = []
-    for pod in pods:
-        for port, delta in sorted((pod.get("port_counters") or {}).items()):
-            rows.append({"pod": pod["pod"], "node": pod["node"], "port": port, "netdevs": delta["netdevs"],
-                         "gb": round(delta["bytes"] / 1e9, 3),
-                         "errors": ", ".join("%s +%d" % item for item in sorted(delta["errors"].items())),
-                         "congestion_per_gb": ", ".join("%s %s" % (name, delta["per_gb"][name])
-                                                        for name in delta["congestion"] if name in delta["per_gb"])})
-    return rows
+def _counters_finding(pods, node_deltas):
+    messages = moved_errors(pods, node_deltas)
+    return finding(PORT_COUNTERS, WARN, "; ".join(messages), COUNTERS_FIX) if messages else None
 
 
-def _counter_moved(item):
-    """One error counter that moved, as the finding says it."""
-    port = item["port"] + (" (%s)" % ",".join(item["netdevs"]) if item["netdevs"] else "")
-    rate = ", %s per GB moved" % item["per_gb"] if item["per_gb"] is not None else ""
-    return "%s: %s %s +%d%s (%s)" % (item["host"], port, item["counter"], item["delta"], rate, item["meaning"])
-
-
-def _counters_finding(pods):
-    found = counter_findings(dict(("pod %s on %s" % (pod["pod"], pod["node"]), pod.get("port_counters"))
-                                  for pod in pods))
-    if not found:
-        return None
-    return finding(PORT_COUNTERS, WARN, "; ".join(_counter_moved(item) for item in found), COUNTERS_FIX)
-
-
-def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=None):
+def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=None, probe_counters=None):
     """The benchmark's verdict from every pod's mlinfra-pod-bench result
     (``execs``): a pod whose torchrun did not finish is not-checked, its
     NCCL transport check counts as it is, and pod 0's document adds its
     gates and pairs. ``blocker`` says why it did not run at all.
     ``expected`` ({fraction, from_size, overridden}) adds the gate from
-    the pods' rails (bench_expectation)."""
+    the pods' rails (bench_expectation). ``probe_counters`` ({before,
+    after}: the probes' readings around the run) adds what the whole ports
+    of the pods' nodes moved."""
     checks = []
     pods = []
     leader = None
@@ -289,7 +268,9 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
     document = leader.get("document") if leader else None
     if document:
         checks.extend(_document_findings(document, pairwise))
-    counters = _counters_finding(pods)
+    node_deltas = node_port_deltas((probe_counters or {}).get("before"), (probe_counters or {}).get("after"),
+                                   set(pod["node"] for pod in pods if pod["node"]))
+    counters = _counters_finding(pods, node_deltas)
     if counters:
         checks.append(counters)
     from_fabric = None
@@ -310,7 +291,8 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
     else:
         status = worst_of(statuses + [PASS])
     return {"subject": "benchmark", "status": status, "error": blocker, "checks": checks,
-            "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": _counter_rows(pods),
+            "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": counter_rows(pods),
+            "node_counters": node_counter_rows(node_deltas), "node_port_counters": node_deltas,
             "expected": from_fabric}
 
 
@@ -425,7 +407,7 @@ def job_run_state(pods, replicas, seen_before):
 
 def soak_report(runs, judged, meta):
     """The soak report from each run (``runs``: run, time, file, measured,
-    status, error, pods) and throughput_report's judgement of the measured
+    status, error, pods, nodes: what the probes read) and throughput_report's judgement of the measured
     ones (``judged``, its ``runs``): each run's throughput and whether it
     is degraded, the runs degraded and the runs not measured (never a
     pass)."""
@@ -435,7 +417,7 @@ def soak_report(runs, judged, meta):
         figure = by_path.get(run["file"]) if run.get("measured") else None
         report_runs.append({
             "run": run["run"], "time": run["time"], "file": run["file"] if run.get("measured") else None,
-            "pods": run.get("pods"), "status": run.get("status"), "error": run.get("error"),
+            "pods": run.get("pods"), "nodes": run.get("nodes"), "status": run.get("status"), "error": run.get("error"),
             "throughput": figure.get("throughput") if figure else None,
             "unit": figure.get("unit") if figure else None,
             "below_baseline": figure.get("below_baseline") if figure else None,

@@ -150,6 +150,18 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
         facts = json.loads((soak_dir / ("run-%02d.facts.json" % entry["run"])).read_text())
         assert {pod["uid"] for pod in facts["pods"]} <= after | before
         assert all(pod["placement"]["known"] and not pod["placement"]["misses"] for pod in facts["pods"])
+        # The probes, there for the whole soak, read the run's nodes' whole
+        # ports around it (the recorded nodes' counters stand still).
+        assert [node["node"] for node in facts["nodes"]] == sorted(pod["node"] for pod in facts["pods"])
+        for node in facts["nodes"]:
+            assert sorted(node["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+            assert all(port["bytes"] == 0 and port["errors"] == {} for port in node["port_counters"].values())
+            assert "| %d | %s | mlx5_6/1 0.0; mlx5_7/1 0.0; mlx5_10/1 0.0; mlx5_11/1 0.0 |" % (
+                entry["run"], node["node"]) in markdown.split("## Each run's nodes, whole ports", 1)[1]
+    # They go with the soak, and leave no account behind.
+    probes = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=%s-probe" % APP).items
+    assert all(pod.metadata.deletion_timestamp for pod in probes)
+    assert "%s-probe" % APP not in [account.metadata.name for account in core.list_namespaced_service_account(namespace).items]
 
 
 def test_soak_refuses_a_single_run_without_a_baseline(deployed, tmp_path):

@@ -91,6 +91,10 @@ def test_a_soak_of_job_runs_keeps_the_job_pods_and_their_counters(deployed, tmp_
     assert [(pod["pod"], pod["uid"]) for pod in facts["pods"]] == [(pod["pod"], pod["uid"]) for pod in pods]
     for pod in facts["pods"]:
         assert sorted(pod["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+    # And what the probes read of the run's nodes' whole ports around it.
+    assert [node["node"] for node in facts["nodes"]] == HEALTHY
+    assert all(sorted(node["port_counters"]) == ["mlx5_10/1", "mlx5_11/1", "mlx5_6/1", "mlx5_7/1"]
+               for node in facts["nodes"])
 
 
 def test_a_failing_rank_fails_the_run_with_its_log_and_ends_the_job(api_client, deployed, tmp_path):

@@ -99,6 +99,22 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
         assert "| node %s | GPU0-mlx5_6 PXB, GPU1-mlx5_7 PXB, GPU2-mlx5_10 PXB, GPU3-mlx5_11 PXB | - | " % node in rails
     for pod in report["pods"]:
         assert "| pod %s on %s | GPU0-mlx5_6 PXB," % (pod["pod"], pod["node"]) in rails
+    # The probes stayed for the benchmark and read their nodes' whole ports
+    # just before and after it; their binding to the privileged SCC went as
+    # soon as they were created, before any check ran in them.
+    ran = run.tasks_run()
+    assert ran.index("Delete the probes' binding to the privileged SCC, their pods admitted") < ran.index(
+        "Run the node checks in every probe at once")
+    steps = ("Read the nodes' port counters in their probes, before", "Run the benchmark in every pod at once",
+             "Read the nodes' port counters in their probes, after", "Delete the probe pods")
+    assert [name for name in ran if name in steps] == list(steps)
+    benchmarked = sorted(pod["node"] for pod in report["bench"]["pods"])
+    assert sorted({row["node"] for row in report["bench"]["node_counters"]}) == benchmarked
+    ports = markdown.split("The nodes' RDMA ports during the benchmark, as their probes read them", 1)[1]
+    for node in benchmarked:
+        # The recorded nodes' counters stand still: nothing moved, no finding.
+        assert "| %s | mlx5_6/1 | net1 | 0.0 | none | - |" % node in ports.split("\n## ", 1)[0]
+    assert probe_pods(api_client, verify_ns) == []
     assert report["verdict"] == "pass" and report["previous"] == {"time": None, "changes": [], "bandwidth": []}
     assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
     assert [p["pod"] for p in report["pods"]] == [APP + "-0", APP + "-1"]

@@ -60,11 +60,14 @@ FREE_FORM_RETURNS = {
         "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
         "_value.pods.placement.cpus_per_numa_node": "NUMA node number to how many of the pod's CPUs are on it",
         "_value.document": "the benchmark's document, as mlinfra-nccl-bench --json writes it",
+        "_value.node_port_counters": "node name to what its ports moved, as node_port_deltas gives it",
     },
+    "node_port_deltas": {"_value": "node name to {ports, error}, ports by RDMA port name as port_deltas gives them"},
     "soak_run_facts": {
         "_value.pods.placement": "bench_verdict's pods' placement, documented there",
         "_value.pods.rails": "bench_verdict's pods' rails, documented there",
         "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
+        "_value.nodes.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
     },
     "verify_report": {
         "_value.bench": "bench_verdict's result, documented there",

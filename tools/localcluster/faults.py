@@ -23,6 +23,8 @@ which
 "odd" (the first, third, ... pod that ran there since the fault was set,
 counted by uid once set up to run), so that a soak that recreates its pods
 sees it come and go. The pod's exec sessions read the copy through MLINFRA_HOST_ROOT.
+A pod that mounts the host's /sys (a probe) reads the node's own snapshot:
+it is neither faulted nor counted.
 """
 
 from __future__ import annotations

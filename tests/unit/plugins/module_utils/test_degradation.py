@@ -54,6 +54,28 @@ def test_a_nic_whose_error_counters_climb_only_in_the_degraded_runs_is_named():
     assert set(factor["kind"] for factor in result["factors"]) == {"counter"}
 
 
+def test_a_nodes_whole_port_whose_errors_climb_only_in_the_degraded_runs_is_named():
+    # The pods' own ports (VFs) stayed clean; the probes saw node-b's whole
+    # port take symbol errors in runs 2 and 3 only.
+    def node_read(errors):
+        return {"ports": {"mlx5_6/1": {"netdevs": ["ens1f0"], "bytes": 16 * GB, "errors": errors,
+                                       "congestion": {}, "per_gb": {}}}, "error": None}
+    runs = []
+    for number in (1, 2, 3, 4):
+        nodes = {"node-a": node_read({}), "node-b": node_read({"symbol_error": 800} if number in (2, 3) else {}),
+                 "node-c": {"ports": None, "error": "its probe could not read the ports' counters after the run: gone"}}
+        facts = degradation.run_facts(number, [pod("h-kim-0", "node-a"), pod("h-kim-1", "node-b")], nodes)
+        runs.append({"run": number, "degraded": number in (2, 3), "facts": facts})
+    assert runs[0]["facts"]["nodes"][2] == {"node": "node-c", "error": (
+        "its probe could not read the ports' counters after the run: gone")}
+    result = degradation.attribute(runs)
+    top = result["factors"][0]
+    assert (top["nodes"], top["port"], top["counter"]) == (["node-b"], "mlx5_6/1 (whole port)", "symbol_error")
+    assert result["summary"] == ("degraded runs 2, 3: symbol_error moved on node-b mlx5_6/1 (whole port) (ens1f0) "
+                                 "(in 2 of 2 degraded runs, 0 of 2 normal runs)")
+    assert top["evidence"][0] == "run 2: +800 (50 per GB): symbol errors on the physical link (cable, transceiver or port)"
+
+
 def test_congestion_counts_only_where_it_is_well_above_the_normal_runs():
     runs = [run(1, True, pod("h-kim-0", "node-a", congestion={"np_cnp_sent": 40000})),
             run(2, False, pod("h-kim-0", "node-a", congestion={"np_cnp_sent": 400})),
@@ -136,6 +158,12 @@ def test_the_facts_a_soak_writes_read_back(tmp_path):
     assert facts["run"] == 2 and [entry["pod"] for entry in facts["pods"]] == ["h-kim-0"]
     assert sorted(facts["pods"][0]) == ["node", "placement", "pod", "port_counters", "rails", "uid"]
     assert degradation.read_facts(str(tmp_path / "none.facts.json")) is None
+    # Facts with the nodes' whole ports read back; a node entry without its name is refused.
+    path.write_text(json.dumps(degradation.run_facts(2, bench_pods, {"node-a": {"ports": {}, "error": None}})))
+    assert degradation.read_facts(str(path))["nodes"] == [{"node": "node-a", "port_counters": {}}]
+    path.write_text(json.dumps({"pods": [], "nodes": [{"port_counters": {}}]}))
+    with pytest.raises(degradation.FactsError, match='optionally "nodes"'):
+        degradation.read_facts(str(path))
     path.write_text("{not json")
     with pytest.raises(degradation.FactsError, match="run-02.facts.json is not JSON"):
         degradation.read_facts(str(path))

@@ -1,15 +1,20 @@
 """port_counters: each RDMA port's counters read from sysfs before and after
 a run, what moved (bytes from the 4-byte data counters, the error and
 congestion counters per GB), and the benchmark verdict's finding and report
-rows when an error counter moved."""
+rows when an error counter moved, in a pod's ports or in its node's whole
+ports as the probes read them (mlinfra-node-check --read-counters)."""
 
+import json
 import os
+import subprocess
+import sys
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
 from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters import counter_findings, port_deltas, \
     read_port_counters
 from ansible_collections.mlinfra.multinode.plugins.module_utils.verdicts import bench_verdict
 
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 PORT = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.2/infiniband/mlx5_6"
 
 
@@ -115,3 +120,41 @@ def test_the_benchmark_verdict_names_the_nic_whose_error_counters_moved():
          "congestion_per_gb": "np_cnp_sent 5.0"}]
     quiet = bench_verdict([bench_pod("h-kim-0", "node-a", {"mlx5_6/1": clean})])
     assert not [check for check in quiet["checks"] if check["name"] == "port_counters"]
+
+
+def probe_reading(root, pod, node):
+    """What a probe's exec of mlinfra-node-check --read-counters gives
+    pods_exec: the command in files/bin, run on the node's root."""
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra-node-check"), "--read-counters",
+                           "--root", str(root)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return {"pod": pod, "node": node, "rc": 0, "json": json.loads(proc.stdout), "stderr": proc.stderr, "error": None}
+
+
+def test_the_probes_read_their_nodes_whole_ports_around_the_benchmark(snapshot_copy):
+    flaky, quiet = snapshot_copy("healthy-roce-h100"), snapshot_copy("tcp-only")
+    write_port(flaky, QUIET, HW_QUIET)
+    before = [probe_reading(flaky, "h-kim-probe-0", "node-b"), probe_reading(quiet, "h-kim-probe-1", "node-c")]
+    # While the benchmark ran, 3 GB crossed node-b's mlx5_6 port, whoever sent
+    # them, with symbol errors; node-c ran no benchmark pod.
+    write_port(flaky, dict(QUIET, port_xmit_data=1000 + 375000000, port_rcv_data=1000 + 375000000,
+                           symbol_error=300), HW_QUIET)
+    after = [probe_reading(flaky, "h-kim-probe-0", "node-b"), probe_reading(quiet, "h-kim-probe-1", "node-c")]
+    pods = [bench_pod("h-kim-0", "node-a", {}), bench_pod("h-kim-1", "node-b", {})]
+    verdict = bench_verdict(pods, probe_counters={"before": before, "after": after})
+    [counters] = [check for check in verdict["checks"] if check["name"] == "port_counters"]
+    assert (counters["status"], counters["message"]) == ("warn", (
+        "node node-b (whole ports): mlx5_6/1 (net1) symbol_error +300, 100.0 per GB moved "
+        "(symbol errors on the physical link (cable, transceiver or port))"))
+    assert [(row["node"], row["port"], row["gb"], row["errors"]) for row in verdict["node_counters"]] == [
+        ("node-b", "mlx5_6/1", 3.0, "symbol_error +300"), ("node-b", "mlx5_7/1", 0.0, ""),
+        ("node-b", "mlx5_10/1", 0.0, ""), ("node-b", "mlx5_11/1", 0.0, "")]
+    # A probe that could not read afterwards: the node is named, not passed over.
+    lost = dict(after[0], rc=None, json=None, error="pod h-kim-probe-0 is gone")
+    verdict = bench_verdict(pods, probe_counters={"before": before, "after": [lost]})
+    [counters] = [check for check in verdict["checks"] if check["name"] == "port_counters"]
+    assert counters["message"] == ("node node-b: its probe could not read the ports' counters after the benchmark: "
+                                   "pod h-kim-probe-0 is gone")
+    assert verdict["node_counters"] == [{"node": "node-b", "port": None, "error": counters["message"][len("node node-b: "):]}]
+    # No probes (a soak's benchmark, or verify_node_checks=false): no node rows.
+    assert bench_verdict(pods)["node_counters"] == []

@@ -308,8 +308,8 @@ def test_job_run_state(states, replicas, seen_before, state):
 
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
-    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_verdicts", "pod_verdicts",
-                               "run_state", "soak_report", "soak_run_facts", "verify_report"]
+    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_port_deltas", "node_verdicts",
+                               "pod_verdicts", "run_state", "soak_report", "soak_run_facts", "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
     assert filters["run_state"](said("running")) == "running"
