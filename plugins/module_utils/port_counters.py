@@ -218,16 +218,17 @@ def _probe_reading(found):
     return reading if isinstance(reading, dict) else None
 
 
-def node_port_deltas(before, after, nodes):
-    """What every RDMA port of each of ``nodes`` moved during the benchmark,
-    whoever sent it, from its probe's readings just before and just after it
-    (pods_exec's ``pods`` running mlinfra-node-check --read-counters):
-    {node: {"ports": port_deltas, "error": None}}, or {"ports": None,
-    "error": why} for a node one of whose readings is missing."""
+def node_port_deltas(before, after, nodes=None):
+    """What every RDMA port of each probed node (of ``nodes`` only, when
+    given) moved during a run, whoever sent it, from its probe's readings
+    just before and just after it (pods_exec's ``pods`` running
+    mlinfra-node-check --read-counters): {node: {"ports": port_deltas,
+    "error": None}}, or {"ports": None, "error": why} for a node one of
+    whose readings is missing."""
     readings = {}
     for when, execs in (("before", before), ("after", after)):
         for item in execs or []:
-            if item.get("node") in nodes:
+            if item.get("node") and (nodes is None or item["node"] in nodes):
                 readings.setdefault(item["node"], {})[when] = item
     deltas = {}
     for node in sorted(readings):
@@ -238,7 +239,7 @@ def node_port_deltas(before, after, nodes):
             continue
         when = "before" if first is None else "after"
         why = (pair.get(when) or {}).get("error") or (pair.get(when) or {}).get("stderr") or "no reading"
-        deltas[node] = {"ports": None, "error": "its probe could not read the ports' counters %s the benchmark: %s"
+        deltas[node] = {"ports": None, "error": "its probe could not read the ports' counters %s the run: %s"
                                                 % (when, why.strip())}
     return deltas
 

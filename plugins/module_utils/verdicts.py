@@ -244,7 +244,7 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
     ``expected`` ({fraction, from_size, overridden}) adds the gate from
     the pods' rails (bench_expectation). ``probe_counters`` ({before,
     after}: the probes' readings around the run) adds what the whole ports
-    of the pods' nodes moved."""
+    of every probed node moved."""
     checks = []
     pods = []
     leader = None
@@ -268,8 +268,7 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
     document = leader.get("document") if leader else None
     if document:
         checks.extend(_document_findings(document, pairwise))
-    node_deltas = node_port_deltas((probe_counters or {}).get("before"), (probe_counters or {}).get("after"),
-                                   set(pod["node"] for pod in pods if pod["node"]))
+    node_deltas = node_port_deltas((probe_counters or {}).get("before"), (probe_counters or {}).get("after"))
     counters = _counters_finding(pods, node_deltas)
     if counters:
         checks.append(counters)

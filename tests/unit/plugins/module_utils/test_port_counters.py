@@ -136,7 +136,7 @@ def test_the_probes_read_their_nodes_whole_ports_around_the_benchmark(snapshot_c
     write_port(flaky, QUIET, HW_QUIET)
     before = [probe_reading(flaky, "h-kim-probe-0", "node-b"), probe_reading(quiet, "h-kim-probe-1", "node-c")]
     # While the benchmark ran, 3 GB crossed node-b's mlx5_6 port, whoever sent
-    # them, with symbol errors; node-c ran no benchmark pod.
+    # them, with symbol errors; node-c (no RDMA port) ran no benchmark pod.
     write_port(flaky, dict(QUIET, port_xmit_data=1000 + 375000000, port_rcv_data=1000 + 375000000,
                            symbol_error=300), HW_QUIET)
     after = [probe_reading(flaky, "h-kim-probe-0", "node-b"), probe_reading(quiet, "h-kim-probe-1", "node-c")]
@@ -146,14 +146,15 @@ def test_the_probes_read_their_nodes_whole_ports_around_the_benchmark(snapshot_c
     assert (counters["status"], counters["message"]) == ("warn", (
         "node node-b (whole ports): mlx5_6/1 (net1) symbol_error +300, 100.0 per GB moved "
         "(symbol errors on the physical link (cable, transceiver or port))"))
+    assert verdict["node_port_counters"]["node-c"] == {"ports": {}, "error": None}
     assert [(row["node"], row["port"], row["gb"], row["errors"]) for row in verdict["node_counters"]] == [
         ("node-b", "mlx5_6/1", 3.0, "symbol_error +300"), ("node-b", "mlx5_7/1", 0.0, ""),
         ("node-b", "mlx5_10/1", 0.0, ""), ("node-b", "mlx5_11/1", 0.0, "")]
     # A probe that could not read afterwards: the node is named, not passed over.
     lost = dict(after[0], rc=None, json=None, error="pod h-kim-probe-0 is gone")
-    verdict = bench_verdict(pods, probe_counters={"before": before, "after": [lost]})
+    verdict = bench_verdict(pods, probe_counters={"before": before, "after": [lost, after[1]]})
     [counters] = [check for check in verdict["checks"] if check["name"] == "port_counters"]
-    assert counters["message"] == ("node node-b: its probe could not read the ports' counters after the benchmark: "
+    assert counters["message"] == ("node node-b: its probe could not read the ports' counters after the run: "
                                    "pod h-kim-probe-0 is gone")
     assert verdict["node_counters"] == [{"node": "node-b", "port": None, "error": counters["message"][len("node node-b: "):]}]
     # No probes (a soak's benchmark, or verify_node_checks=false): no node rows.
