@@ -64,9 +64,9 @@ def soak_run_facts(pods, run, nodes=None):
     return degradation.run_facts(int(run), _list(pods, "soak_run_facts"), nodes)
 
 
-def node_port_deltas(before, after, nodes):
+def node_port_deltas(before, after, nodes=None):
     return port_counters.node_port_deltas(_list(before, "node_port_deltas"), _list(after, "after"),
-                                          set(_list(nodes, "nodes")))
+                                          None if nodes is None else set(_list(nodes, "nodes")))
 
 
 class FilterModule(object):

@@ -101,6 +101,14 @@ def read_facts(path):
     return facts
 
 
+def run_nodes(pods, nodes):
+    """Of what the probes read (``nodes``: port_counters.node_port_deltas),
+    the nodes the run's pods ran on, in order: a node the run did not use
+    says nothing about it."""
+    used = set(pod.get("node") for pod in pods or [])
+    return [(node, (nodes or {})[node]) for node in sorted(nodes or {}, key=natural_key) if node in used]
+
+
 def run_facts(number, pods, nodes=None):
     """Run ``number``'s facts file, from its pods as the benchmark's verdict
     or the training run gives them (a pod never scheduled has no node and
@@ -112,8 +120,7 @@ def run_facts(number, pods, nodes=None):
                                      for pod in pods or [] if pod.get("node")]}
     if nodes:
         facts["nodes"] = [{"node": node, "port_counters": read["ports"]} if read["ports"] is not None
-                          else {"node": node, "error": read["error"]}
-                          for node, read in sorted(nodes.items(), key=lambda item: natural_key(item[0]))]
+                          else {"node": node, "error": read["error"]} for node, read in run_nodes(pods, nodes)]
     return facts
 
 

@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .bench_expectation import BUSBW_EXPECTED, EXPECTED_FIX, expectation
+from .degradation import run_nodes
 from .port_counters import counter_rows, moved_errors, node_counter_rows, node_port_deltas
 from .probe_manifests import PROBED_NODE_ANNOTATION
 
@@ -416,7 +417,8 @@ def soak_report(runs, judged, meta):
         figure = by_path.get(run["file"]) if run.get("measured") else None
         report_runs.append({
             "run": run["run"], "time": run["time"], "file": run["file"] if run.get("measured") else None,
-            "pods": run.get("pods"), "nodes": run.get("nodes"), "status": run.get("status"), "error": run.get("error"),
+            "pods": run.get("pods"), "nodes": dict(run_nodes(run.get("pods"), run.get("nodes"))),
+            "status": run.get("status"), "error": run.get("error"),
             "throughput": figure.get("throughput") if figure else None,
             "unit": figure.get("unit") if figure else None,
             "below_baseline": figure.get("below_baseline") if figure else None,

@@ -60,14 +60,16 @@ def test_a_nodes_whole_port_whose_errors_climb_only_in_the_degraded_runs_is_name
     def node_read(errors):
         return {"ports": {"mlx5_6/1": {"netdevs": ["ens1f0"], "bytes": 16 * GB, "errors": errors,
                                        "congestion": {}, "per_gb": {}}}, "error": None}
+    lost = {"ports": None, "error": "its probe could not read the ports' counters after the run: gone"}
     runs = []
     for number in (1, 2, 3, 4):
-        nodes = {"node-a": node_read({}), "node-b": node_read({"symbol_error": 800} if number in (2, 3) else {}),
-                 "node-c": {"ports": None, "error": "its probe could not read the ports' counters after the run: gone"}}
+        # node-c, where no pod of the run ran, is left out of its facts.
+        nodes = {"node-a": lost if number == 1 else node_read({}), "node-c": node_read({"symbol_error": 5}),
+                 "node-b": node_read({"symbol_error": 800} if number in (2, 3) else {})}
         facts = degradation.run_facts(number, [pod("h-kim-0", "node-a"), pod("h-kim-1", "node-b")], nodes)
         runs.append({"run": number, "degraded": number in (2, 3), "facts": facts})
-    assert runs[0]["facts"]["nodes"][2] == {"node": "node-c", "error": (
-        "its probe could not read the ports' counters after the run: gone")}
+    assert [node["node"] for node in runs[0]["facts"]["nodes"]] == ["node-a", "node-b"]
+    assert runs[0]["facts"]["nodes"][0] == {"node": "node-a", "error": lost["error"]}
     result = degradation.attribute(runs)
     top = result["factors"][0]
     assert (top["nodes"], top["port"], top["counter"]) == (["node-b"], "mlx5_6/1 (whole port)", "symbol_error")

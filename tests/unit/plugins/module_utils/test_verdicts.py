@@ -342,3 +342,11 @@ def test_soak_runs_degraded_and_not_measured():
     assert [run["reasons"] for run in report["runs"]] == [[], ["50.0% below the baseline"],
                                                           ["the training run failed"], ["not measured"]]
     assert report["runs"][2]["file"] is None and report["runs"][0]["unit"] == "tokens/s"
+    # What the probes read: the nodes the run's pods ran on, in order.
+    runs[0].update(pods=[{"pod": "p-0", "node": "n10"}, {"pod": "p-1", "node": "n2"}],
+                   nodes={"n10": {"ports": {}, "error": None}, "n3": {"ports": {}, "error": None},
+                          "n2": {"ports": None, "error": "not read"}})
+    report = v.soak_report(runs, judged, {"cluster": "c"})
+    assert list(report["runs"][0]["nodes"].items()) == [("n2", {"ports": None, "error": "not read"}),
+                                                        ("n10", {"ports": {}, "error": None})]
+    assert report["runs"][1]["nodes"] == {}
