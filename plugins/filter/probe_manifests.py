@@ -58,10 +58,10 @@ options:
         description: Seconds a probe may take to start; a probe ends by itself 600 seconds after that.
         type: int
         required: true
-      bench_seconds:
+      stay_seconds:
         description:
-          - How much longer the probes live when they stay through the benchmark, to read the nodes' port counters
-            before and after it (the benchmark's timeout and its exec's margin). Not an inventory variable.
+          - How much longer the probes live when they stay for a benchmark or a soak, to read the nodes' port
+            counters before and after each run. Not an inventory variable.
         type: int
         default: 0
 """

@@ -187,15 +187,16 @@ def _counter_row(port, delta):
                                            for name in delta["congestion"] if name in delta["per_gb"])}
 
 
-def _by_port(deltas):
-    return sorted((deltas or {}).items(), key=lambda item: natural_key(item[0]))
+def _by_name(mapping):
+    """A mapping's items by port or node name, mlx5_2 before mlx5_10."""
+    return sorted((mapping or {}).items(), key=lambda item: natural_key(item[0]))
 
 
 def counter_rows(pods):
     """The report's table: what each pod's ports moved during the run."""
     rows = []
     for pod in pods:
-        for port, delta in _by_port(pod.get("port_counters")):
+        for port, delta in _by_name(pod.get("port_counters")):
             rows.append(dict(_counter_row(port, delta), pod=pod["pod"], node=pod["node"]))
     return rows
 
@@ -204,10 +205,10 @@ def node_counter_rows(node_deltas):
     """The report's table of the nodes' ports, as their probes read them; a
     node whose readings are missing has one row with the error."""
     rows = []
-    for node, moved in sorted(node_deltas.items()):
+    for node, moved in _by_name(node_deltas):
         if moved["error"]:
             rows.append({"node": node, "port": None, "error": moved["error"]})
-        for port, delta in _by_port(moved["ports"]):
+        for port, delta in _by_name(moved["ports"]):
             rows.append(dict(_counter_row(port, delta), node=node, error=None))
     return rows
 
@@ -231,8 +232,7 @@ def node_port_deltas(before, after, nodes=None):
             if item.get("node") and (nodes is None or item["node"] in nodes):
                 readings.setdefault(item["node"], {})[when] = item
     deltas = {}
-    for node in sorted(readings):
-        pair = readings[node]
+    for node, pair in _by_name(readings):
         first, last = _probe_reading(pair.get("before")), _probe_reading(pair.get("after"))
         if first is not None and last is not None:
             deltas[node] = {"ports": port_deltas(first, last), "error": None}
@@ -259,6 +259,5 @@ def moved_errors(pods, node_deltas):
     moved = dict(("pod %s on %s" % (pod["pod"], pod["node"]), pod.get("port_counters")) for pod in pods)
     moved.update(("node %s (whole ports)" % node, found["ports"]) for node, found in node_deltas.items())
     messages = [_counter_moved(item) for item in counter_findings(moved)]
-    messages.extend("node %s: %s" % (node, found["error"]) for node, found in sorted(node_deltas.items())
-                    if found["error"])
+    messages.extend("node %s: %s" % (node, found["error"]) for node, found in _by_name(node_deltas) if found["error"])
     return messages

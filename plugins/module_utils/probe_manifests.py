@@ -4,14 +4,14 @@
 """The verify role's probe objects, built as data from the checked settings:
 a service account for the probes, its binding to the privileged SCC
 (OpenShift) and, per GPU node, a pod pinned to it that idles until the node
-checks are run in it by exec (and, when it stays for the benchmark, the
-reading of the node's port counters before and after it).
+checks are run in it by exec, and, when it stays for a benchmark or a
+soak, the node's port counters are read in it before and after each run.
 
 Every value from the inventory becomes the value of one field and the
 objects are serialised once, by whoever applies them: no value can add a
 field. ``settings`` maps the inventory's variable names to their values as
-the cluster role's checked_settings has checked them, and ``bench_seconds``
-how long the probes stay for the benchmark (left out: they do not).
+the cluster role's checked_settings has checked them, and ``stay_seconds``
+how long the probes stay after they start (left out: for the checks only).
 
 Standard library only.
 """
@@ -76,10 +76,10 @@ def _host_volume(name, path):
 
 
 def probe_lifetime(settings):
-    """Seconds a probe lives: its start, the benchmark when it stays to read
-    the ports' counters around it (``bench_seconds``, set by the role, not
-    an inventory variable), and a margin."""
-    return int(settings["verify_probe_timeout"]) + int(settings.get("bench_seconds") or 0) + _IDLE_MARGIN_SECONDS
+    """Seconds a probe lives: its start, the time it stays for a benchmark
+    or a soak (``stay_seconds``, set by the role, not an inventory
+    variable), and a margin."""
+    return int(settings["verify_probe_timeout"]) + int(settings.get("stay_seconds") or 0) + _IDLE_MARGIN_SECONDS
 
 
 def probe_pod(settings, index, node):
