@@ -30,7 +30,7 @@ from __future__ import absolute_import, division, print_function
 import os
 import stat
 
-from .host_tools import recording, tool_output
+from .host_tools import recording
 from .node_facts import NodeReader, gather_node_facts
 from .port_counters import read_port_counters
 
@@ -210,11 +210,7 @@ def _record_port_counters(reader):
     moved on a node can be read back from two snapshots of it) and, for an
     Ethernet port, what ``ethtool -S`` printed for its first netdev (the
     per-priority pause counters are in no file)."""
-    for name, port in read_port_counters(reader).items():
-        device, number = name.split("/")
-        ethernet = reader.read("sys/class/infiniband", device, "ports", number, "link_layer", quiet=True) == "Ethernet"
-        if not (ethernet and port["netdevs"]):
-            continue
-        netdev = port["netdevs"][0]
-        text, source = tool_output(reader, "ethtool", ["-S", netdev], netdev, recorded_as="ethtool-S")
+    printed = {}
+    read_port_counters(reader, printed)
+    for netdev, (text, source) in sorted(printed.items()):
         _keep_output(reader, "ethtool-S", netdev, text, source)

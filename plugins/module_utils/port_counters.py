@@ -90,23 +90,28 @@ def parse_ethtool_stats(text):
     return found
 
 
-def read_port_counters(reader):
+def read_port_counters(reader, outputs=None):
     """{"<device>/<port>": {"netdevs", "counters", "hw_counters", "ethtool"}}
     of every RDMA port the reader's root shows (a NodeReader); ``ethtool``
-    from its first netdev, on Ethernet ports."""
+    from its first netdev, on Ethernet ports. ``outputs``, when given, gets
+    what ethtool printed for each such netdev, as host_tools.tool_output
+    gives it (node_record keeps it in a snapshot without running it again)."""
     ports = {}
     for dev in reader.listdir("sys/class/infiniband", natural=True):
         netdevs = reader.listdir("sys/class/infiniband", dev, "device", "net", natural=True)
         for port in reader.listdir("sys/class/infiniband", dev, "ports"):
             base = ("sys/class/infiniband", dev, "ports", port)
             ethernet = reader.read(*(base + ("link_layer",)), quiet=True) == "Ethernet"
+            printed = (None, None)
+            if ethernet and netdevs:
+                printed = tool_output(reader, "ethtool", ["-S", netdevs[0]], netdevs[0], recorded_as="ethtool-S")
+                if outputs is not None:
+                    outputs[netdevs[0]] = printed
             ports["%s/%s" % (dev, port)] = {
                 "netdevs": netdevs,
                 "counters": _read_counter_dir(reader, *(base + ("counters",))),
                 "hw_counters": _read_counter_dir(reader, *(base + ("hw_counters",))),
-                "ethtool": parse_ethtool_stats(tool_output(reader, "ethtool", ["-S", netdevs[0]], netdevs[0],
-                                                           recorded_as="ethtool-S")[0])
-                if ethernet and netdevs else {},
+                "ethtool": parse_ethtool_stats(printed[0]),
             }
     return ports
 

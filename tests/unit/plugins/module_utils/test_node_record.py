@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import format_report, main_node_check, \
     node_check_report
-from ansible_collections.mlinfra.multinode.plugins.module_utils import node_record
+from ansible_collections.mlinfra.multinode.plugins.module_utils import port_counters
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_record import record_node
 from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters import read_port_counters
@@ -98,8 +98,10 @@ def test_a_live_host_s_ethtool_output_is_recorded_for_its_roce_ports(tmp_path, s
         asked.append((tool, tuple(arguments), recorded_as))
         return "NIC statistics:\n     rx_prio3_pause: 148213\n     tx_prio3_pause: 12\n", "/usr/sbin/ethtool"
 
-    monkeypatch.setattr(node_record, "tool_output", ethtool)
+    monkeypatch.setattr(port_counters, "tool_output", ethtool)
     record_node(str(node), str(tmp_path / "snapshot"))
+    # Once per RoCE port: the recording keeps what the counters' reading printed.
+    assert len(asked) == len(set(asked))
     ports = read_port_counters(NodeReader(str(tmp_path / "snapshot")))
     assert ("ethtool", ("-S", "net1"), "ethtool-S") in asked
     assert ports["mlx5_6/1"]["ethtool"] == {"rx_prio3_pause": 148213, "tx_prio3_pause": 12}
