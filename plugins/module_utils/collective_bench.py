@@ -66,12 +66,20 @@ DEFAULT_WARMUP = 5
 DEFAULT_ITERS = 20
 # How the timed iterations are issued on GPUs (resolve_device, --launch).
 LAUNCHES = ("auto", "eager", "graph")
-# --launch auto: a size is timed again as a CUDA graph when the eager loop's
-# CPU time to issue its calls reaches this fraction of the GPU time they
-# took. Below it the GPU runs ahead of the CPU, the launches are hidden, and
-# the eager figure stands: replaying torch's captured collectives costs 1 to
-# 4% there (docs/PERFORMANCE.md, "How the iterations are issued"). Above it
-# the GPU has been waiting for the CPU and the eager figure is the launch's.
+# On GPUs every timed loop starts held: a spin kernel holds each GPU while
+# its CPU queues the timed calls, and a one-element all_reduce after it
+# lines the ranks' GPUs up, so that neither the ranks' skew in leaving the
+# barrier nor the time to issue the first calls is timed (a loop that is not
+# held measured up to 30% below nccl-tests at 2 to 4 MiB, and its slowest
+# rank's first call waited for the other rank; docs/PERFORMANCE.md, "The
+# benchmark against nccl-tests"). The hold lasts twice what the warm-up's
+# calls took to issue, and at least this long.
+MIN_HOLD_SECONDS = 0.001
+# --launch auto: a size is timed again as a CUDA graph when the GPU passed
+# the start before the CPU had queued every call (the hold was too short)
+# and the CPU time to issue them reached this fraction of the GPU time they
+# took: then the GPU has waited for the CPU and the eager figure is the
+# launch's, not the collective's.
 LAUNCH_BOUND_FRACTION = 0.9
 # A pairwise all_reduce of 256 MiB is bandwidth-bound on NVLink and RDMA
 # (the H200 reference reaches 95% of its 8 GiB bandwidth at 256 MiB); gloo
@@ -326,6 +334,12 @@ def launch_bound(issue_seconds, gpu_seconds):
     calls that took ``gpu_seconds`` on the GPU measured the launches rather
     than the collective (--launch auto then times a CUDA graph instead)."""
     return issue_seconds >= LAUNCH_BOUND_FRACTION * gpu_seconds
+
+
+def hold_seconds(issue_seconds_per_call, iters):
+    """How long the GPU is held before a timed loop of ``iters`` calls: twice
+    what issuing them is expected to take, at least MIN_HOLD_SECONDS."""
+    return max(MIN_HOLD_SECONDS, 2.0 * issue_seconds_per_call * iters)
 
 
 def measured_row(op, shape, nranks, seconds, wrong, thresholds=(), launch="eager"):

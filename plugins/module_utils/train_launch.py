@@ -62,6 +62,7 @@ import json
 import os
 import re
 import resource
+import select
 import shlex
 import signal
 import socket
@@ -926,6 +927,15 @@ def exit_status(result):
     return 1
 
 
+def _exit_notice(pid):
+    """A descriptor that becomes readable when process pid exits (Linux's
+    pidfd, Python 3.9 and later), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
 def wait(result, out, grace=DEFAULT_GRACE, poll=1.0):
     """For ``start --wait``: copies the node's log to out while torchrun runs
     (a Job's container log is then the node's log), stops the run on
@@ -942,6 +952,7 @@ def wait(result, out, grace=DEFAULT_GRACE, poll=1.0):
 
     previous = dict((number, signal.signal(number, note)) for number in (signal.SIGTERM, signal.SIGINT))
     position, stopped = 0, False
+    supervisor_exit = _exit_notice(launch.get("pid"))
     try:
         while True:
             position = _copy_new(launch["log"], position, out)
@@ -950,8 +961,15 @@ def wait(result, out, grace=DEFAULT_GRACE, poll=1.0):
                 stopped = True
             if read_exit_code(run_dir)[0] is not None or not launch_processes(launch):
                 break
-            time.sleep(poll)
+            if supervisor_exit is None:
+                time.sleep(poll)
+            else:
+                # Wakes as soon as the supervisor exits (it writes the exit
+                # status last), not up to a poll later.
+                select.select([supervisor_exit], [], [], poll)
     finally:
+        if supervisor_exit is not None:
+            os.close(supervisor_exit)
         for number, handler in previous.items():
             signal.signal(number, handler)
     _copy_new(launch["log"], position, out)

@@ -20,22 +20,27 @@
 #   tools/gpu/measure.sh train-launcher OUTDIR [RUNS]
 #       the train role's launcher (mlinfra-train start --wait, as a Job's pod
 #       runs it) against a hand-typed torchrun of the same job, alternating
-#       RUNS times (default 3): the collection's tiny model on every GPU of
-#       this host as one node over NCCL, 300 steps; each run's log, the
-#       tokens/s its metrics lines give (throughput.py) and its wall time.
+#       RUNS times (default 3; each kind first in every other run, after
+#       an untimed start that reads torch from disk): the collection's tiny
+#       model on every GPU of this host as one node over NCCL, 300 steps;
+#       each run's log, the tokens/s its metrics lines give (throughput.py),
+#       its wall time, and the ratios of both.
 #
 #   tools/gpu/measure.sh bench-compare OUTDIR [ALL_REDUCE_PERF] [ROUNDS]
 #       all_reduce busbw, 1 MiB to 8 GiB, bfloat16 and float32, 5 warm-up and
 #       20 timed iterations: mlinfra-pod-bench (as verify-rdma runs it, one
 #       process per GPU) in three NCCL environments -- none set, the one
 #       mlinfra-autodetect writes for this host (given to the bench as a pod
-#       gives it: BASH_ENV), and the seeds' fixed NCCL_ALGO=Ring,
-#       NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_LEVEL=5 -- and, when the path of a
+#       gives it: BASH_ENV), and the fixed NCCL_ALGO=Ring,
+#       NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_LEVEL=5 of hand-written launch
+#       scripts -- and, when the path of a
 #       built NVIDIA nccl-tests all_reduce_perf is given, that with the same
-#       sizes, types and iterations (-g GPUS, one process). Everything
-#       alternates ROUNDS times (default 2); summary.txt has the per-size
-#       medians and their ratios, the spread of each environment's rounds,
-#       and where NCCL's log of its set-up differs from the run with none.
+#       sizes, types and iterations (-g GPUS, one process), and with its
+#       CUDA-graph mode (-G 20) to 256 MiB. Everything alternates ROUNDS times
+#       (default 2); BENCH_ENVS="none detected" leaves the fixed environment
+#       out, BENCH_DTYPES=bfloat16 the float32 runs. summary.txt has the per-size medians and their ratios, the
+#       spread of each environment's rounds, and where NCCL's log of its
+#       set-up differs from the run with none.
 #
 #   tools/gpu/measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]
 #       TorchTitan through the train role's launcher, its arguments as the
@@ -55,12 +60,13 @@
 #       Prints the per-size medians (busbw GB/s).
 #
 #   tools/gpu/measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]
-#       where the benchmark stands against torch itself: all_reduce bf16,
-#       16 MiB to 512 MiB, -w 5 -n 20, ROUNDS rounds (default 5)
-#       alternating: nccl-tests, mlinfra-pod-bench (--launch eager), and a
-#       plain torch.distributed loop (tools/gpu/torch_loop.py: a tensor per
-#       size or a view of one buffer, rank 0's time or the slowest rank's).
-#       Prints the per-size medians and their ratios to nccl-tests.
+#       where the time of the benchmark's all_reduce goes: bf16, 1 MiB to
+#       512 MiB, -w 5 -n 20, ROUNDS rounds (default 3) alternating:
+#       nccl-tests as is and with -G 20, mlinfra-pod-bench (--launch auto,
+#       as verify-rdma runs it, and eager), and a plain torch.distributed
+#       loop (tools/gpu/torch_loop.py) timed five ways, as users run it and
+#       under the benchmark's conditions (its GPU bound, NCCL's INFO log).
+#       tools/gpu/loop_summary.py prints the per-size medians and ratios.
 #
 #   tools/gpu/measure.sh two-nodes OUTDIR [ALL_REDUCE_PERF] [VARIANT]
 #       this host's GPUs split into two "nodes" of half of them each
@@ -74,6 +80,10 @@
 #       the same job started by two hand-typed torchruns. c10d rendezvous on
 #       127.0.0.1. The nodes share the host, so NCCL still joins them over
 #       NVLink: this rehearses the launch and the rendezvous, not a network.
+#
+# ALL_REDUCE_PERF is a built nccl-tests all_reduce_perf, or the directory of
+# NVIDIA nccl-tests' sources (carried with the call), which is then built
+# once on the host against the NCCL that torch loads (/tmp/mlinfra-gpu).
 #
 # Results go to OUTDIR (created). NVLink SHARP / multicast stays off in every
 # run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -161,27 +171,53 @@ PYEOF
 }
 
 train_launcher() {
-  local runs="${3:-3}" gpus steps=300 port=29620 run started
+  local runs="${3:-3}" gpus steps="${TRAIN_STEPS:-300}" port=29620 run kind
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
   local job=(--steps "$steps" --log-freq 50 --batch-size 32 --seq-len 256 --dim 256 --layers 4 --heads 8)
+  one_start() {
+    local kind="$1" run="$2" started
+    started=$(date +%s.%N)
+    if [[ "$kind" == launcher ]]; then
+      MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
+        --run-dir "$out/launcher-$run" --run-id "launcher-$run" --nnodes 1 --nproc-per-node "$gpus" \
+        --rdzv-host 127.0.0.1 --rdzv-port "$port" --workload demo --nccl-env '' -- "${job[@]}" \
+        > "$out/launcher-$run.out" 2>&1
+    elif [[ "$kind" == torchrun ]]; then
+      "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node "$gpus" --rdzv-backend c10d \
+        --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "torchrun-$run" "$ROOT/files/train/tiny_lm.py" "${job[@]}" \
+        > "$out/torchrun-$run.out" 2>&1
+    else
+      # torchrun by hand with the launcher's own flags and environment.
+      LOGLEVEL=INFO TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:' "$PY" -m torch.distributed.run \
+        --nnodes 1 --nproc-per-node "$gpus" --node-rank 0 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
+        --rdzv-id "$kind-$run" --rdzv-conf is_host=1,join_timeout=600 --max-restarts 0 \
+        --log-dir "$out/$kind-$run-ranks" --tee 3 "$ROOT/files/train/tiny_lm.py" "${job[@]}" > "$out/$kind-$run.out" 2>&1
+    fi
+    echo "$kind run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/summary.txt"
+  }
+  # Untimed: the first start reads torch and CUDA's libraries from disk,
+  # which would count against whichever kind went first.
+  "$PY" -c 'import torch, torch.distributed.run; torch.zeros(1, device="cuda")' > /dev/null 2>&1
+  local kinds=(launcher torchrun ${TRAIN_EXTRA_KINDS:-})
   for run in $(seq 1 "$runs"); do
-    started=$(date +%s.%N)
-    MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
-      --run-dir "$out/launcher-$run" --run-id "launcher-$run" --nnodes 1 --nproc-per-node "$gpus" \
-      --rdzv-host 127.0.0.1 --rdzv-port "$port" --workload demo --nccl-env '' -- "${job[@]}" \
-      > "$out/launcher-$run.out" 2>&1
-    echo "launcher run $run: exit $?, $(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started") s" | tee -a "$out/summary.txt"
-    started=$(date +%s.%N)
-    "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node "$gpus" --rdzv-backend c10d \
-      --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "torchrun-$run" "$ROOT/files/train/tiny_lm.py" "${job[@]}" \
-      > "$out/torchrun-$run.out" 2>&1
-    echo "torchrun run $run: exit $?, $(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started") s" | tee -a "$out/summary.txt"
+    # Each kind goes first in turn.
+    for kind in "${kinds[@]:$(( (run - 1) % ${#kinds[@]} ))}" "${kinds[@]:0:$(( (run - 1) % ${#kinds[@]} ))}"; do
+      one_start "$kind" "$run"
+    done
   done
   PYTHONPATH="$ROOT/plugins" "$PY" - "$out" "$runs" <<'PY' | tee -a "$out/summary.txt"
-import sys
+import re, sys
 from module_utils import throughput
 out, runs = sys.argv[1], int(sys.argv[2])
 means = {}
+walls = {"launcher": [], "torchrun": []}
+for line in open("%s/summary.txt" % out):
+    found = re.match(r"^(\S+) run \d+: exit 0, ([0-9.]+) s$", line.strip())
+    if found:
+        walls.setdefault(found.group(1), []).append(float(found.group(2)))
+for kind, values in sorted(walls.items()):
+    if values:
+        print("%s wall time: median %.2f s of %d" % (kind, throughput.median(values), len(values)))
 for kind in ("launcher", "torchrun"):
     values = []
     for run in range(1, runs + 1):
@@ -193,7 +229,35 @@ for kind in ("launcher", "torchrun"):
     means[kind] = sum(values) / len(values)
 print("launcher / torchrun tokens/s: %.4f (means %.0f / %.0f)" % (
     means["launcher"] / means["torchrun"], means["launcher"], means["torchrun"]))
+if len(walls["launcher"]) == len(walls["torchrun"]) == runs:
+    print("launcher / torchrun wall time: %.4f (medians %.1f / %.1f s; means %.2f / %.2f s)" % (
+        throughput.median(walls["launcher"]) / throughput.median(walls["torchrun"]),
+        throughput.median(walls["launcher"]), throughput.median(walls["torchrun"]),
+        sum(walls["launcher"]) / runs, sum(walls["torchrun"]) / runs))
+else:
+    print("wall time: not every run exited 0: %s" % walls)
 PY
+}
+
+# A built all_reduce_perf, or one built now from NVIDIA nccl-tests' sources
+# (a directory, carried with the call) against the NCCL that torch loads:
+#   nccl_tests_binary PATH_OR_SOURCE_DIR
+nccl_tests_binary() {
+  local source="$1" nccl build=/tmp/mlinfra-gpu/nccl-tests
+  if [[ ! -d "$source" ]]; then echo "$source"; return 0; fi
+  if [[ ! -x "$build/all_reduce_perf" ]]; then
+    nccl="$("$PY" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')" || return 1
+    rm -rf "$build" && mkdir -p "$build/lib" && cp -r "$source" "$build/src-tree" || return 1
+    # The wheel ships only libnccl.so.2: the link step looks for libnccl.so.
+    ln -sf "$nccl/lib/libnccl.so.2" "$build/lib/libnccl.so"
+    LIBRARY_PATH="$build/lib" make -C "$build/src-tree/src" -j 16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl" \
+      NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 BUILDDIR="$build/bin" "$build/bin/all_reduce_perf" \
+      > "$out/nccl-tests-build.txt" 2>&1 || { tail -20 "$out/nccl-tests-build.txt" >&2; return 1; }
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+      "$nccl" "$build/bin/all_reduce_perf" > "$build/all_reduce_perf"
+    chmod +x "$build/all_reduce_perf"
+  fi
+  echo "$build/all_reduce_perf"
 }
 
 elapsed_since() {
@@ -203,6 +267,7 @@ elapsed_since() {
 bench_compare() {
   local all_reduce_perf="${3:-}" rounds="${4:-2}" gpus round dtype env_name started name unset_nccl=()
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  if [[ -n "$all_reduce_perf" ]]; then all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1; fi
   for name in $(compgen -e | grep '^NCCL_'); do
     [[ "$name" == NCCL_NVLS_ENABLE ]] || unset_nccl+=(-u "$name")
   done
@@ -211,15 +276,18 @@ bench_compare() {
   printf 'export NCCL_ALGO=Ring NCCL_P2P_LEVEL=NVL NCCL_NET_GDR_LEVEL=5\n' > "$out/env-seed.sh"
   : > "$out/env-none.sh"
   for round in $(seq 1 "$rounds"); do
-    for dtype in bfloat16 float32; do
+    for dtype in ${BENCH_DTYPES:-bfloat16 float32}; do
       if [[ -n "$all_reduce_perf" ]]; then
         started=$(date +%s.%N)
         # nccl-tests names float32 'float'.
         "$all_reduce_perf" -b 1M -e 8G -f 2 -g "$gpus" -w 5 -n 20 -d "${dtype/float32/float}" \
           > "$out/nccltests-$dtype-$round.txt" 2>&1
         echo "round $round $dtype nccl-tests: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+        # Its CUDA-graph mode, where its own loop is launch-bound.
+        "$all_reduce_perf" -b 1M -e 256M -f 2 -g "$gpus" -w 5 -n 20 -G 20 -d "${dtype/float32/float}" \
+          > "$out/nccltests_graph-$dtype-$round.txt" 2>&1
       fi
-      for env_name in none detected seed; do
+      for env_name in ${BENCH_ENVS:-none detected seed}; do
         started=$(date +%s.%N)
         # Only NVLink SHARP stays off in every environment; the bench gets
         # its environment the way a pod's processes do (BASH_ENV).
@@ -276,6 +344,7 @@ torchtitan_runs() {
 
 launch_compare() {
   local all_reduce_perf="${3:?usage: measure.sh launch-compare OUTDIR ALL_REDUCE_PERF}" round
+  all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1
   bench_as() {
     local name="$1" round="$2"; shift 2
     POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 60 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
@@ -315,48 +384,36 @@ PY
 }
 
 torch_loop() {
-  local all_reduce_perf="${3:?usage: measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]}" rounds="${4:-5}" round gpus
+  local all_reduce_perf="${3:?usage: measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]}" rounds="${4:-3}" round gpus
+  local sizes=(-b 1M -e 512M)
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
+  all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1
+  bench_way() {
+    local name="$1"; shift
+    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 120 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+      --nproc-per-node "$gpus" --mode tcp --timeout 110 --workdir "$out/work-$name-$round" \
+      -- --ops all_reduce "${sizes[@]}" --dtype bfloat16 -w 5 -n 20 "$@" > "$out/$name-$round.json" 2>/dev/null
+  }
+  loop_way() {
+    local name="$1"; shift
+    timeout 120 "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node "$gpus" --rdzv-backend c10d \
+      --rdzv-endpoint 127.0.0.1:29660 --rdzv-id "$name-$round" "$ROOT/tools/gpu/torch_loop.py" "${sizes[@]}" "$@" \
+      > "$out/$name-$round.jsonl" 2> "$out/$name-$round.stderr"
+  }
   for round in $(seq 1 "$rounds"); do
-    timeout 60 "$all_reduce_perf" -b 16M -e 512M -f 2 -g "$gpus" -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
-    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 90 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
-      --nproc-per-node "$gpus" --mode tcp --timeout 80 --workdir "$out/work-bench-$round" \
-      -- --ops all_reduce -b 16M -e 512M --dtype bfloat16 -w 5 -n 20 --launch eager > "$out/bench-$round.json" 2>/dev/null
-    timeout 90 "$PY" -m torch.distributed.run --nnodes 1 --nproc-per-node "$gpus" --rdzv-backend c10d \
-      --rdzv-endpoint 127.0.0.1:29660 --rdzv-id "loop-$round" "$ROOT/tools/gpu/torch_loop.py" -b 16M -e 512M \
-      > "$out/loop-$round.jsonl" 2> "$out/loop-$round.stderr"
+    timeout 60 "$all_reduce_perf" "${sizes[@]}" -f 2 -g "$gpus" -w 5 -n 20 -d bfloat16 > "$out/nccltests-$round.txt" 2>&1
+    timeout 60 "$all_reduce_perf" "${sizes[@]}" -f 2 -g "$gpus" -w 5 -n 20 -d bfloat16 -G 20 \
+      > "$out/nccltests_graph-$round.txt" 2>&1
+    bench_way bench
+    bench_way bench_eager --launch eager
+    loop_way loop
+    # The benchmark's own conditions: the process group bound to its GPU,
+    # NCCL's INFO log (as mlinfra-pod-bench sets it).
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET loop_way loop_asbench --bind-device
     echo "round $round done" >> "$out/runs.txt"
   done
-  PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" "$rounds" <<'PY' | tee "$out/summary.txt"
-import json, sys
-from bench_summary import bench_rows, nccl_tests_rows
-from module_utils import collective_bench as cb
-from module_utils.throughput import median
-out, rounds = sys.argv[1], range(1, int(sys.argv[2]) + 1)
-series = {}
-def add(kind, size, value):
-    series.setdefault(kind, {}).setdefault(size, []).append(value)
-for r in rounds:
-    for size, value in nccl_tests_rows("%s/nccltests-%d.txt" % (out, r)).items():
-        add("nccl-tests", size, value)
-    for size, value in bench_rows("%s/bench-%d.json" % (out, r)).items():
-        add("bench", size, value)
-    for line in open("%s/loop-%d.jsonl" % (out, r)):
-        if line.startswith("{"):
-            row = json.loads(line)
-            add("loop %s rank0" % row["buffer"], row["size"], row["rank0_busbw_gbps"])
-            add("loop %s max" % row["buffer"], row["size"], row["max_busbw_gbps"])
-kinds = ["nccl-tests", "bench", "loop fresh rank0", "loop fresh max", "loop view rank0", "loop view max"]
-print("median busbw GB/s of %d rounds (ratio to nccl-tests), all_reduce bf16" % len(rounds))
-print("%8s" % "size" + "".join("%24s" % kind for kind in kinds))
-for size in sorted(series["nccl-tests"]):
-    ref = median(series["nccl-tests"][size])
-    cells = []
-    for kind in kinds:
-        value = median(series.get(kind, {}).get(size) or [float("nan")])
-        cells.append("%24s" % ("%.1f (%.4f)" % (value, value / ref)))
-    print("%8s" % cb.format_size(size) + "".join(cells))
-PY
+  PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" "$ROOT/tools/gpu/loop_summary.py" "$out" "$rounds" \
+    | tee "$out/summary.txt"
 }
 
 two_nodes() {
@@ -365,6 +422,7 @@ two_nodes() {
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
   half=$((gpus / 2))
   (( half >= 1 )) || { echo "two-nodes needs at least 2 GPUs" >&2; return 2; }
+  if [[ -n "$all_reduce_perf" ]]; then all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1; fi
   visible() { seq -s, $(($1 * half)) $(($1 * half + half - 1)); }
   [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
     "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1

@@ -550,6 +550,13 @@ def test_launch_bound_is_the_cpu_issue_time_reaching_the_gpu_time(issue_us, gpu_
     assert cb.launch_bound(issue_us / 1.0e6, gpu_us / 1.0e6) is bound
 
 
+def test_the_hold_covers_twice_the_expected_issue_time_and_at_least_a_millisecond():
+    # 20 calls at 20 us each: 400 us to queue, held for 800 us -> the floor.
+    assert cb.hold_seconds(20.0e-6, 20) == cb.MIN_HOLD_SECONDS == 0.001
+    # 100 calls at 25 us each: 2.5 ms to queue, held for 5 ms.
+    assert cb.hold_seconds(25.0e-6, 100) == pytest.approx(0.005)
+
+
 def test_rows_record_their_launch_and_the_table_names_the_graph_sizes():
     rows = [cb.measured_row("all_reduce", cb.layout("all_reduce", size, 2, "bfloat16"), 2, seconds, 0, (), launch)
             for size, seconds, launch in ((2 ** 20, 2.0e-5, "graph"), (2 ** 21, 3.0e-5, "graph"),

@@ -1,7 +1,8 @@
 """node_record and mlinfra-node-check --record: a snapshot holds what the node
 checks read and nothing else, and the checks give on it what they gave on the
-node. One snapshot was recorded on a real H100 host
-(tests/fixtures/nodes/recorded), with the checks' reports on the host itself."""
+node. Snapshots were recorded on real GPU hosts (tests/fixtures/nodes/recorded:
+one H100, and two H200s joined by NVLink), with the checks' reports on each
+host itself."""
 
 import json
 import os
@@ -19,7 +20,12 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters im
 
 from conftest import REPO, SNAPSHOTS
 
-RECORDED = os.path.join(SNAPSHOTS, "recorded", "h100-vm-1gpu")
+# Each recorded host: its directory, its GPUs, and what the report must say
+# of them.
+RECORDED_HOSTS = {
+    "h100-vm-1gpu": (1, "1 GPU(s): NVIDIA H100 80GB HBM3, driver 580.159.04", None),
+    "h200x2-nvlink": (2, "2 GPU(s): NVIDIA H200, driver 580.159.04", "all 1 GPU pair(s) on NVLink (NV18)"),
+}
 sys.path.insert(0, SNAPSHOTS)
 import build_snapshots  # noqa: E402
 
@@ -32,33 +38,40 @@ def comparable(report):
     return json.loads(json.dumps(dict(report, facts=facts), sort_keys=True).replace(root, "ROOT"))
 
 
-def recorded_snapshot(tmp_path):
-    """The recorded snapshot with its empty directories (sys/class/infiniband,
+def recorded_snapshot(tmp_path, host="h100-vm-1gpu"):
+    """A recorded snapshot with its empty directories (sys/class/infiniband,
     sys/module/mlx5_core, ...), which git does not keep: empty-dirs.txt
     beside it lists them."""
     import shutil
+    recorded = os.path.join(SNAPSHOTS, "recorded", host)
     target = tmp_path / "snapshot"
-    shutil.copytree(os.path.join(RECORDED, "snapshot"), str(target), symlinks=True)
-    with open(os.path.join(RECORDED, "empty-dirs.txt")) as handle:
+    shutil.copytree(os.path.join(recorded, "snapshot"), str(target), symlinks=True)
+    with open(os.path.join(recorded, "empty-dirs.txt")) as handle:
         for line in handle.read().split():
             (target / line).mkdir(parents=True, exist_ok=True)
     return str(target)
 
 
+@pytest.mark.parametrize("host", sorted(RECORDED_HOSTS))
 @pytest.mark.parametrize("mode", ["rdma", "tcp"])
-def test_the_recorded_h100_host_is_checked_as_the_host_itself_was(mode, tmp_path):
-    with open(os.path.join(RECORDED, "host-%s.txt" % mode)) as handle:
+def test_a_recorded_gpu_host_is_checked_as_the_host_itself_was(mode, host, tmp_path):
+    gpus, gpu_line, nvlink_line = RECORDED_HOSTS[host]
+    with open(os.path.join(SNAPSHOTS, "recorded", host, "host-%s.txt" % mode)) as handle:
         on_the_host = handle.read()
-    report = node_check_report(recorded_snapshot(tmp_path), mode=mode, min_gpus=1)
+    report = node_check_report(recorded_snapshot(tmp_path, host), mode=mode, min_gpus=gpus)
     assert format_report(report) + "\n" == on_the_host
     statuses = dict((check["name"], check["status"]) for check in report["checks"])
-    assert statuses["gpu_count"] == "pass" and "NVIDIA H100 80GB HBM3, driver 580.159.04" in on_the_host
+    assert statuses["gpu_count"] == "pass" and gpu_line in on_the_host
+    if nvlink_line:
+        # Two GPUs of one host: their NVLink pair is read from nvidia-smi's
+        # topology as the host printed it.
+        assert statuses["nvlink_topology"] == "pass" and nvlink_line in on_the_host
     if mode == "rdma":
         # Kernel 6.18 with the open module: DMA-BUF, no peermem needed. A
         # recording without osrelease once read this as "kernel None is
         # older than 5.12" (test_node_facts has that case).
         assert statuses["gpudirect_rdma"] == "pass" and "580.159.04 on kernel 6.18.44" in on_the_host
-        # mlx5 loaded, no RDMA device: the fault this host really has.
+        # mlx5 loaded, no RDMA device: the fault these hosts really have.
         assert statuses["rdma_devices"] == "fail"
 
 

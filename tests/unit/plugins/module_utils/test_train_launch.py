@@ -339,6 +339,31 @@ def test_a_live_process_with_the_token_is_a_running_launch(tmp_path, marked_proc
     assert tl.status(str(tmp_path))["state"] == "failed"
 
 
+def test_wait_returns_when_the_supervisor_exits_not_a_poll_later(tmp_path):
+    """start --wait wakes on the supervisor's exit (Linux's pidfd): with a
+    poll of 30 s, a supervisor that writes its exit status and exits after
+    half a second is followed in about that long, its log copied whole."""
+    import io
+    log = tmp_path / "node-0.log"
+    log.write_text("")
+    token = "d" * 24
+    script = "import time; time.sleep(0.5); open(%r, 'a').write('trained\\n'); open(%r, 'w').write('0\\n')" % (
+        str(log), str(tmp_path / "exit_code"))
+    process = subprocess.Popen([sys.executable, "-c", script], env={tl.TOKEN_VARIABLE: token, "PATH": os.defpath},
+                               start_new_session=True)
+    try:
+        write_launch(tmp_path, token=token, pid=process.pid, log=str(log))
+        out = io.StringIO()
+        began = time.monotonic()
+        result = tl.wait({"started": True, "run_dir": str(tmp_path)}, out, poll=30.0)
+        assert time.monotonic() - began < 10
+        assert result["state"] == "succeeded" and out.getvalue() == "trained\n"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def test_the_supervisor_counts_while_its_environment_is_not_laid_out_yet(tmp_path):
     """Right after start() spawned the supervisor, a status read on a busy
     machine can find it still inside execve, showing an empty environment:
