@@ -22,7 +22,7 @@ import math
 import re
 
 from .image_reference import parse_image_reference
-from .nccl_detect import override_error
+from .nccl_detect import OVERRIDE_MAX_LENGTH, override_error
 
 __metaclass__ = type
 
@@ -48,7 +48,13 @@ SYSTEM_NAMESPACES = re.compile(r"^(kube-.*|openshift(-.*)?|default)$")
 # Jumbo frames at most (9216 is the largest MTU of common RoCE switches);
 # IPv6 and RoCE need at least 1280.
 MTU_RANGE = (1280, 9216)
-PORT_RANGE = (1, 65535)
+# Ports the collection opens in the pods: 1024 and up. The ones below are
+# privileged and well known (22, 80, 443, ...), and a rendezvous there
+# clashes with the node's own services under host networking.
+PORT_RANGE = (1024, 65535)
+# The most runs one soak makes: a soak keeps its privileged probes for its
+# length, and 1000 runs of the shortest benchmark already take hours.
+SOAK_RUNS_MAX = 1000
 
 
 class Refused(ValueError):
@@ -167,8 +173,8 @@ def _nccl_overrides(value):
     refused = [error for error in (override_error(name, item) for name, item in overrides.items()) if error]
     if refused:
         raise Refused("; ".join(refused), "name NCCL variables only (NCCL_DEBUG, NCCL_IB_HCA, ...), with one-line "
-                                          "values (NCCL_IB_TC a number of 0 to 255); a null value removes a "
-                                          "detected one")
+                                          "values of at most %d characters (NCCL_IB_TC a number of 0 to 255); a "
+                                          "null value removes a detected one" % OVERRIDE_MAX_LENGTH)
     return dict((name, None if item is None else str(item)) for name, item in overrides.items())
 
 
@@ -214,6 +220,45 @@ def _dict_list(value):
     return to_list(value, to_dict)
 
 
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _toleration(value):
+    """A pod toleration as the API server takes it, refused here before any
+    object is made (the API server's 422 names no variable)."""
+    toleration = to_dict(value)
+    fix = ("give tolerations as {key, operator: Exists or Equal, value, effect: NoSchedule, PreferNoSchedule or "
+           "NoExecute}, e.g. {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}")
+    unknown = sorted(set(toleration) - set(TOLERATION_FIELDS))
+    if unknown:
+        raise Refused("has a toleration with unknown field(s) %s" % ", ".join(map(str, unknown)), fix)
+    operator = toleration.get("operator", "Equal")
+    if operator not in TOLERATION_OPERATORS:
+        raise Refused("has a toleration whose operator %r is not Exists or Equal" % (operator,), fix)
+    effect = toleration.get("effect", "")
+    if effect not in ("",) + TOLERATION_EFFECTS:
+        raise Refused("has a toleration whose effect %r is not NoSchedule, PreferNoSchedule or NoExecute"
+                      % (effect,), fix)
+    key = toleration.get("key", "")
+    if key:
+        to_text(key, LABEL_KEY, "a taint key such as nvidia.com/gpu as each toleration's key")
+    elif operator != "Exists":
+        raise Refused("has a toleration without a key whose operator is not Exists", fix)
+    if operator == "Exists" and toleration.get("value") not in (None, ""):
+        raise Refused("has a toleration with operator Exists and a value", fix)
+    if toleration.get("value") not in (None, ""):
+        to_text(toleration["value"], LABEL_VALUE, "a label value (at most 63 letters, digits, '-', '_', '.') as "
+                                                  "each toleration's value")
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is not None:
+        if effect != "NoExecute":
+            raise Refused("has a toleration with tolerationSeconds whose effect is not NoExecute", fix)
+        to_int(seconds, 0)
+    return toleration
+
+
 NAME = _text(DNS_LABEL, "a DNS label (lower-case letters, digits, '-'; at most 63)", 63, empty=False)
 SUBDOMAIN = _text(DNS_SUBDOMAIN, "a DNS subdomain (lower-case letters, digits, '-', '.'; at most 253)", 253)
 IMAGE_REFERENCE = _image
@@ -221,6 +266,9 @@ SIZE_TEXT = _text(SIZE, "a Kubernetes quantity with its unit, such as 100Gi", em
 PORT = _count(*PORT_RANGE)
 SECONDS = _count(1)
 ONE_LINE = _text()
+_WORKSPACE_PATH = re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9._/-]+$")
+_WORKSPACE_PATH_WHAT = "a relative path inside the workspace (letters, digits, '.', '_', '-', '/'; no '..')"
+WORKSPACE_PATH = _text(_WORKSPACE_PATH, _WORKSPACE_PATH_WHAT, empty=False)
 
 # The variables a user sets, each with its conversion. A variable that no
 # role has defined yet and no -e gives is simply not checked.
@@ -251,8 +299,9 @@ SETTINGS = {
     "cluster_pod_memory": SIZE_TEXT,
     "cluster_image": IMAGE_REFERENCE,
     "cluster_image_pull_policy": _choice("Always", "IfNotPresent", "Never"),
-    "cluster_node_tolerations": _dict_list,
+    "cluster_node_tolerations": lambda value: to_list(value, _toleration),
     "cluster_pod_ready_timeout": SECONDS,
+    "cluster_api_timeout": _count(1, 600),
     "cluster_nccl_env_overrides": _nccl_overrides,
     "cluster_offline": _bool,
     "cluster_nodes_must_take_pods": _bool,
@@ -322,7 +371,7 @@ SETTINGS = {
     "verify_bench_master_addr": ONE_LINE,
     "verify_report_dir": ONE_LINE,
     # soak
-    "soak_runs": _count(1),
+    "soak_runs": _count(1, SOAK_RUNS_MAX),
     "soak_threshold": _number(0, 1),
     "soak_workload": _choice("bench", "train"),
     "soak_fail_on_degraded": _bool,
@@ -346,11 +395,10 @@ SETTINGS = {
     "train_rdzv_port": PORT,
     "train_rdzv_host": ONE_LINE,
     "train_local_addr": ONE_LINE,
-    "train_run_dir": _text(re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9._/-]+$"),
-                           "a relative path inside the workspace (letters, digits, '.', '_', '-', '/'; no '..')",
-                           empty=False),
+    "train_run_dir": WORKSPACE_PATH,
     "train_logs_dir": ONE_LINE,
-    "train_script": ONE_LINE,
+    # Empty unless train_workload is script (the train role says so).
+    "train_script": _text(_WORKSPACE_PATH, _WORKSPACE_PATH_WHAT),
     "train_config": ONE_LINE,
     "train_default_config": ONE_LINE,
     "train_baseline": ONE_LINE,

@@ -55,6 +55,13 @@ def _kind_of(value):
     return type(value).__name__
 
 
+# The longest value an override may have. NCCL's own values are short (the
+# longest, NCCL_IB_HCA or NCCL_SOCKET_IFNAME, list a few dozen devices); a
+# value goes into every pod's environment, where one string over 128 KiB
+# stops every exec in the container ("Argument list too long").
+OVERRIDE_MAX_LENGTH = 4096
+
+
 def override_error(name, value):
     """Why a user value cannot go into nccl.env, or None when it can."""
     if not isinstance(name, str) or not (OVERRIDE_NAME.match(name) or name in VARIABLES):
@@ -64,6 +71,8 @@ def override_error(name, value):
         return "the value of %s must be text or a number, got %s" % (name, _kind_of(value))
     if value is not None and re.search(r"[\x00-\x1f\x7f]", str(value)):
         return "the value of %s holds a line break or another control character" % name
+    if value is not None and len(str(value)) > OVERRIDE_MAX_LENGTH:
+        return "the value of %s is %d characters long, more than %d" % (name, len(str(value)), OVERRIDE_MAX_LENGTH)
     if name == "NCCL_IB_TC" and value is not None and not re.match(r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])$",
                                                                    str(value).strip()):
         # The node checks work out NCCL's RoCE priority from it (roce_lossless).

@@ -187,7 +187,9 @@ train_launcher() {
         --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "torchrun-$run" "$ROOT/files/train/tiny_lm.py" "${job[@]}" \
         > "$out/torchrun-$run.out" 2>&1
     else
-      # torchrun by hand with the launcher's own flags and environment.
+      # torchrun by hand with the launcher's own flags and environment (the
+      # prefix is torchrun's template, expanded by torchrun).
+      # shellcheck disable=SC2016
       LOGLEVEL=INFO TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:' "$PY" -m torch.distributed.run \
         --nnodes 1 --nproc-per-node "$gpus" --node-rank 0 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
         --rdzv-id "$kind-$run" --rdzv-conf is_host=1,join_timeout=600 --max-restarts 0 \
@@ -198,7 +200,9 @@ train_launcher() {
   # Untimed: the first start reads torch and CUDA's libraries from disk,
   # which would count against whichever kind went first.
   "$PY" -c 'import torch, torch.distributed.run; torch.zeros(1, device="cuda")' > /dev/null 2>&1
-  local kinds=(launcher torchrun ${TRAIN_EXTRA_KINDS:-})
+  local kinds=(launcher torchrun) extra_kinds=()
+  read -r -a extra_kinds <<< "${TRAIN_EXTRA_KINDS:-}"
+  kinds+=("${extra_kinds[@]}")
   for run in $(seq 1 "$runs"); do
     # Each kind goes first in turn.
     for kind in "${kinds[@]:$(( (run - 1) % ${#kinds[@]} ))}" "${kinds[@]:0:$(( (run - 1) % ${#kinds[@]} ))}"; do
@@ -253,6 +257,9 @@ nccl_tests_binary() {
     LIBRARY_PATH="$build/lib" make -C "$build/src-tree/src" -j 16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl" \
       NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 BUILDDIR="$build/bin" "$build/bin/all_reduce_perf" \
       > "$out/nccl-tests-build.txt" 2>&1 || { tail -20 "$out/nccl-tests-build.txt" >&2; return 1; }
+    # A wrapper that finds torch's NCCL; the wrapper's own variables stay
+    # for it to expand.
+    # shellcheck disable=SC2016
     printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
       "$nccl" "$build/bin/all_reduce_perf" > "$build/all_reduce_perf"
     chmod +x "$build/all_reduce_perf"
