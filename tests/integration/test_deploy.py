@@ -160,6 +160,25 @@ def privileges(api_client, namespace):
         + ["SecurityContextConstraints/" + c.metadata.name for c in sccs if c.metadata.name.startswith(namespace + "-")])
 
 
+def left_probe(api_client, namespace, node):
+    """A probe pod and its account as the verify role makes them
+    (probe_manifests), left behind on node; the pod's name."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.probe_manifests import probe_manifests
+    objects = probe_manifests({
+        "cluster_name": "local", "cluster_namespace": namespace, "cluster_app_name": APP,
+        "cluster_platform": "kubernetes", "cluster_gpu_nodes": [node], "cluster_image_pull_policy": "IfNotPresent",
+        "verify_probe_image": "registry.access.redhat.com/ubi9/python-312:latest", "verify_probe_timeout": 300,
+        "stay_seconds": 3600})
+    core = client.CoreV1Api(api_client)
+    for item in objects:
+        if item["kind"] == "ServiceAccount":
+            core.create_namespaced_service_account(namespace, item)
+        elif item["kind"] == "Pod":
+            core.create_namespaced_pod(namespace, item)
+            name = item["metadata"]["name"]
+    return name
+
+
 def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
     # OpenShift's objects too: its SCC of the IPC_LOCK capability and the RBAC
     # that lets the deployment's account use it (a prebuilt image: nothing
@@ -171,9 +190,18 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
         "ClusterRole/%s-%s-scc" % (deploy_ns, APP), "RoleBinding/%s-scc" % APP,
         "SecurityContextConstraints/%s-%s-ipc-lock" % (deploy_ns, APP), "ServiceAccount/" + APP]
     kept = claims(api_client, deploy_ns)
+    # What an interrupted verify-rdma.yml or soak.yml leaves: its privileged
+    # probe pod and account, as the verify role makes them. status.yml names
+    # the pod; teardown.yml deletes both.
+    probe = left_probe(api_client, deploy_ns, GPU_NODES[0])
+    status = run_playbook("status.yml", "local", ns)
+    assert not status.failed, status.failure_messages()
+    assert "privileged probe pods: %s on %s (verify-rdma.yml or soak.yml runs, or was interrupted; teardown.yml " \
+           "deletes them)" % (probe, GPU_NODES[0]) in status.last_words()
     down = run_playbook("teardown.yml", "local", ns)
     assert not down.failed, down.failure_messages()
     assert wait_gone(api_client, deploy_ns) == []
+    assert [p.metadata.name for p in client.CoreV1Api(api_client).list_namespaced_pod(deploy_ns).items] == []
     assert privileges(api_client, deploy_ns) == []
     apps = client.AppsV1Api(api_client)
     assert apps.list_namespaced_stateful_set(deploy_ns).items == []
