@@ -56,6 +56,10 @@ def job_run_state(pods, replicas, seen_before):
     return verdicts.job_run_state(_list(pods, "job_run_state"), replicas, seen_before)
 
 
+def runs_in_progress(exec_pods, job_pods):
+    return verdicts.runs_in_progress(_list(exec_pods, "runs_in_progress"), _list(job_pods, "job_pods"))
+
+
 def soak_report(meta, runs, judged):
     return verdicts.soak_report(_list(runs, "soak_report"), _list(judged, "judged"), meta)
 
@@ -73,6 +77,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "node_verdicts": node_verdicts,
+            "runs_in_progress": runs_in_progress,
             "pod_verdicts": pod_verdicts,
             "bench_verdict": bench_verdict,
             "verify_report": verify_report,

@@ -409,6 +409,7 @@ SETTINGS = {
     "train_compile": _bool,
     "train_float8": _bool,
     "train_stop": _bool,
+    "train_stop_running": _bool,
     "train_local_batch_size": _count(1),
     "train_seq_len": _count(1),
     "train_dp_shard": _count(-1),

@@ -28,6 +28,7 @@ __metaclass__ = type
 from .bench_expectation import BUSBW_EXPECTED, EXPECTED_FIX, expectation
 from .degradation import run_nodes
 from .port_counters import counter_rows, moved_errors, node_counter_rows, node_port_deltas
+from .train_jobs import RUN_LABEL
 from .probe_manifests import PROBED_NODE_ANNOTATION
 
 PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
@@ -400,6 +401,32 @@ def job_run_state(pods, replicas, seen_before):
     if seen_before and not pods:
         return STOPPED
     return RUNNING
+
+
+_ACTIVE_PHASES = ("Pending", "Running")
+
+
+def runs_in_progress(exec_pods, job_pods):
+    """The training runs still going in a namespace, which a deploy, scale or
+    teardown would kill: [{"run", "mode", "pods"}] by run. ``exec_pods``:
+    pods_exec's pods that ran ``mlinfra-train status`` for each StatefulSet
+    pod's current run (the exec start mode); ``job_pods``: the namespace's
+    pods as k8s_info returns them, of which those labelled RUN_LABEL count
+    (the Job start modes: a run is going while one of its pods is Pending or
+    Running and not being deleted). A pod that gave no answer is not taken
+    for a run."""
+    runs = {}
+    for found in exec_pods:
+        document = _document(found) or {}
+        if document.get("state") == RUNNING:
+            runs.setdefault((document.get("run_id") or "(unnamed)", "exec"), []).append(found.get("pod"))
+    for pod in job_pods:
+        metadata = pod.get("metadata") or {}
+        run = (metadata.get("labels") or {}).get(RUN_LABEL)
+        if run and (pod.get("status") or {}).get("phase", "Pending") in _ACTIVE_PHASES \
+                and not metadata.get("deletionTimestamp"):
+            runs.setdefault((run, "job"), []).append(metadata.get("name"))
+    return [{"run": run, "mode": mode, "pods": sorted(pods)} for (run, mode), pods in sorted(runs.items())]
 
 
 # -- soak runs ---------------------------------------------------------------

@@ -113,6 +113,38 @@ def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path, loca
     assert launched_processes("demo-ok") == []
 
 
+def test_a_run_in_progress_is_not_killed_by_deploy_scale_or_teardown_unless_asked(deployed, tmp_path):
+    """A long run in the pods: deploy.yml with a changed pod setting (which
+    would replace the pods), scale.yml and teardown.yml each refuse before
+    changing anything, naming the run, its pods and the fix; deploy.yml
+    with -e stop_running=true stops the run first and goes on."""
+    settings = dict(deployed, train_run_id="long-run-3", train_logs_dir=str(tmp_path), train_timeout=600,
+                    train_args=["--steps", "1000000"])
+    with playbook_in_background("train.yml", "local", settings) as finish:
+        deadline = time.monotonic() + 120
+        while not looks_at_the_pods_started("long-run-3") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        refusals = {
+            "deploy.yml": run_playbook("deploy.yml", "local", dict(deployed, cluster_pod_cpu="2")),
+            "scale.yml": run_playbook("scale.yml", "local", dict(deployed, replicas=1)),
+            "teardown.yml": run_playbook("teardown.yml", "local", deployed),
+        }
+        for playbook, refused in refusals.items():
+            assert refused.failed, playbook
+            said = refused.last_words()
+            assert said.startswith("run long-run-3 is in progress (exec start mode, pod(s) h-kim-0, h-kim-1); "), said
+            assert "-e stop=true), or run this again with -e stop_running=true to stop it first" in said, said
+            assert refused.changed == 0, playbook
+        assert launched_processes("long-run-3"), "a refusal stopped the run"
+        stopped = run_playbook("deploy.yml", "local", dict(deployed, stop_running=True))
+        assert not stopped.failed, stopped.failure_messages()
+        (said,) = stopped.results("Say which runs were stopped before going on")
+        assert said["msg"].strip() == "stopped run long-run-3 (h-kim-0, h-kim-1) before going on (stop_running=true)"
+        train = finish()
+    assert train.failed and "run long-run-3 stopped: " in " ".join(train.failure_messages())
+    assert launched_processes("long-run-3") == []
+
+
 def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
     run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-fail", train_logs_dir=str(tmp_path),
                                                   train_args=["--steps", "30", "--fail-on-rank", "1"]))

@@ -304,12 +304,45 @@ def test_job_run_state(states, replicas, seen_before, state):
     assert v.job_run_state([{"state": s} for s in states], replicas, seen_before) == state
 
 
+def job_pod(name, run, phase, deleting=False):
+    metadata = {"name": name, "labels": {"mlinfra.io/train-run": run, "app.kubernetes.io/name": "h-kim-train"}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-27T22:00:00Z"
+    return {"metadata": metadata, "status": {"phase": phase} if phase else {}}
+
+
+def test_runs_in_progress_are_the_exec_runs_still_running_and_the_job_runs_with_live_pods():
+    exec_pods = [
+        {"pod": "h-kim-1", "json": {"state": "running", "run_id": "long-run-3"}},
+        {"pod": "h-kim-0", "json": {"state": "running", "run_id": "long-run-3"}},
+        # Ended, not started, or no answer: nothing a deploy would kill.
+        {"pod": "h-kim-2", "json": {"state": "succeeded", "run_id": "old"}},
+        {"pod": "h-kim-3", "json": {"state": "not-started"}},
+        {"pod": "h-kim-4", "json": None, "error": "no answer within 60s"},
+    ]
+    job_pods = [job_pod("h-kim-r7-0", "h-kim-r7", "Running"), job_pod("h-kim-r7-1", "h-kim-r7", None),
+                job_pod("h-kim-r6-0", "h-kim-r6", "Succeeded"), job_pod("h-kim-r6-1", "h-kim-r6", "Failed"),
+                job_pod("h-kim-r5-0", "h-kim-r5", "Running", deleting=True),
+                # A StatefulSet pod, read with them: no run of its own.
+                {"metadata": {"name": "h-kim-0", "labels": {"app.kubernetes.io/name": "h-kim"}},
+                 "status": {"phase": "Running"}}]
+    assert v.runs_in_progress(exec_pods, job_pods) == [
+        # A pod that reports no phase yet is Pending.
+        {"run": "h-kim-r7", "mode": "job", "pods": ["h-kim-r7-0", "h-kim-r7-1"]},
+        {"run": "long-run-3", "mode": "exec", "pods": ["h-kim-0", "h-kim-1"]},
+    ]
+    assert v.runs_in_progress(exec_pods[2:], job_pods[2:]) == []
+    assert FilterModule().filters()["runs_in_progress"](exec_pods[:1], []) == [
+        {"run": "long-run-3", "mode": "exec", "pods": ["h-kim-1"]}]
+
+
 # -- the filters --------------------------------------------------------------------
 
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
     assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_port_deltas", "node_verdicts",
-                               "pod_verdicts", "run_state", "soak_report", "soak_run_facts", "verify_report"]
+                               "pod_verdicts", "run_state", "runs_in_progress", "soak_report", "soak_run_facts",
+                               "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
     assert filters["run_state"](said("running")) == "running"
