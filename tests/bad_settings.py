@@ -31,6 +31,8 @@ BAD = [
     ("purge_workspaces", "all", "is not a boolean", "give true or false"),
     ("image_build", [], "is not a boolean", "give true or false"),
     ("train_compile", "enabled", "is not a boolean", "give true or false"),
+    # Named as typed on the command line (deploy.yml -e stop_running=...).
+    ("stop_running", "maybe", "stop_running is not a boolean", "give true or false"),
     # whole numbers and their ranges
     ("replicas", "-1", "is out of range", "0 or more"),
     ("replicas", "six", "is not a whole number", "whole number"),

@@ -410,6 +410,9 @@ SETTINGS = {
     "train_float8": _bool,
     "train_stop": _bool,
     "train_stop_running": _bool,
+    # deploy.yml, scale.yml and teardown.yml: -e stop_running=true (the
+    # train role reads it as train_stop_running).
+    "stop_running": _bool,
     "train_local_batch_size": _count(1),
     "train_seq_len": _count(1),
     "train_dp_shard": _count(-1),
