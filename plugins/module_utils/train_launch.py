@@ -708,7 +708,8 @@ def start(options, environ=None):
     """Starts this node's part detached and returns at once."""
     environ = dict(os.environ if environ is None else environ)
     run_dir = os.path.abspath(options.run_dir)
-    result = {"state": FAILED_TO_START, "started": False, "already_running": False, "run_id": options.run_id,
+    result = {"state": FAILED_TO_START, "started": False, "already_running": False, "already_finished": False,
+              "run_id": options.run_id,
               "run_dir": run_dir, "node_rank": options.node_rank, "error": None}
     if options.workload is None:
         options.workload = "script" if options.script else "torchtitan"
@@ -745,12 +746,19 @@ def _start_locked(options, environ, run_dir, node_rank, host, port, result):
         if alive and code is None:
             if previous.get("run_id") == options.run_id and previous.get("node_rank") == node_rank:
                 current = status(run_dir)
-                current.update(started=False, already_running=True)
+                current.update(started=False, already_running=True, already_finished=False)
                 return current
             raise LaunchError("%s holds the running launch of run %s, node %s (pid %s): stop it first "
                               "(mlinfra-train stop --run-dir %s) or use another run directory"
                               % (run_dir, previous.get("run_id"), previous.get("node_rank"), previous.get("pid"),
                                  run_dir))
+        if previous.get("run_id") == options.run_id and previous.get("node_rank") == node_rank and code is not None:
+            # A run id names one run: once it ended here it is reported as
+            # it ended, never trained again (after a lost controller, the
+            # same command picks up its result).
+            current = status(run_dir)
+            current.update(started=False, already_running=False, already_finished=True)
+            return current
         _set_aside(run_dir, previous)
     for name in (EXIT_CODE_FILE, STOP_FILE):
         if os.path.exists(os.path.join(run_dir, name)):
@@ -806,8 +814,9 @@ def _start_locked(options, environ, run_dir, node_rank, host, port, result):
     current = status(run_dir)
     if current["state"] == NOT_STARTED:
         current["state"] = RUNNING
-    current.update(started=True, already_running=False, command=command, rdzv_endpoint=launch["rdzv_endpoint"],
-                   nproc_per_node=options.nproc_per_node, memlock=memlock, nccl_env=nccl_report, rdma=launch["rdma"])
+    current.update(started=True, already_running=False, already_finished=False, command=command,
+                   rdzv_endpoint=launch["rdzv_endpoint"], nproc_per_node=options.nproc_per_node, memlock=memlock,
+                   nccl_env=nccl_report, rdma=launch["rdma"])
     return current
 
 

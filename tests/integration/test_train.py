@@ -154,6 +154,17 @@ def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
     # The failing worker's own words, not only torchrun's summary.
     assert "last lines of" in message and "rank 1 fails on purpose at step 3" in message, message
     assert launched_processes("demo-fail") == []
+    # The same command again (as after a lost controller): the run is
+    # reported as it ended, from the pods' run directories, not trained again.
+    again = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-fail", train_logs_dir=str(tmp_path),
+                                                    train_args=["--steps", "30", "--fail-on-rank", "1"]))
+    assert again.failed
+    (said,) = again.results("Say that run demo-fail had already ended")
+    assert said["msg"].startswith("run demo-fail had already ended in every pod; it is not trained again")
+    assert [entry["json"]["already_finished"] for entry in again.results("Start the run in every pod")[0]["pods"]] \
+        == [True, True]
+    message = " ".join(again.failure_messages())
+    assert "run demo-fail failed:" in message and "rank 1 fails on purpose at step 3" in message, message
 
 
 def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):

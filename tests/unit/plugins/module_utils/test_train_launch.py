@@ -393,6 +393,21 @@ def test_a_run_dir_with_a_running_launch_refuses_another_run(capsys, tmp_path, n
     assert code == 0 and result["state"] == "running" and result["already_running"] and not result["started"]
 
 
+def test_a_finished_run_is_reported_as_it_ended_and_never_started_again(capsys, tmp_path, no_dns):
+    """The same run id and node again in a run directory whose launch ended
+    (after a lost controller, train.yml is run again as told): its status
+    as it ended, nothing started, the launch and log kept as they were."""
+    log = tmp_path / "node-0.log"
+    shutil.copyfile(TORCHTITAN_LOG, str(log))
+    write_launch(tmp_path, log=str(log), run_id="r1", pid=2 ** 22 + 7)
+    (tmp_path / "exit_code").write_text("0\n")
+    before = (tmp_path / "launch.json").read_text()
+    code, result = run_main(capsys, start_args(tmp_path, "--rdzv-host", "127.0.0.1"), {"POD_NAME": "demo-0"})
+    assert code == 0 and result["state"] == "succeeded" and result["already_finished"]
+    assert not result["started"] and not result["already_running"] and result["metrics"]["step"] == 400
+    assert (tmp_path / "launch.json").read_text() == before and not (tmp_path / "launch.json.prev").exists()
+
+
 def test_stop_with_nothing_running_reports_and_signals_nothing(capsys, tmp_path):
     code, result = run_main(capsys, ["stop", "--run-dir", str(tmp_path)], {})
     assert code == 0 and result["stopped"] is False and result["state"] == "not-started"
