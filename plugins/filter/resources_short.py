@@ -8,13 +8,13 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: resources_short
-short_description: The extended resources a node offers fewer of than a pod asks for
+short_description: The resources a node offers fewer of than a pod asks for
 version_added: 0.1.0
 description:
   - Compares a node's C(status.allocatable) with the counts a pod requests and lists each resource the node
     lacks or has too few of, as C(name (wants N, has M)).
-  - Only whole-number resources are compared (GPUs, RDMA virtual functions); a resource the node does not list
-    counts as 0.
+  - Whole numbers are compared as counts (GPUs, RDMA virtual functions); other wanted values as Kubernetes
+    quantities (V(cpu) V(32) or V(500m), V(memory) V(256Gi)). A resource the node does not list counts as 0.
 author:
   - mlinfra maintainers (@mlinfra)
 positional: wanted
@@ -24,7 +24,7 @@ options:
     type: dict
     required: true
   wanted:
-    description: Resource name to the count one pod requests.
+    description: Resource name to the count or quantity one pod requests.
     type: dict
     required: true
 """
@@ -46,6 +46,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.mlinfra.multinode.plugins.module_utils.quantity import parse_quantity
 
 
 def _count(value):
@@ -62,12 +63,18 @@ def resources_short(allocatable, wanted):
     short = []
     for name in sorted(wanted):
         need = _count(wanted[name])
+        if need is not None:
+            have = _count(allocatable.get(name, 0))
+            if need > 0 and (have or 0) < need:
+                short.append("%s (wants %d, has %s)" % (name, need, allocatable.get(name, 0)))
+            continue
+        need = parse_quantity(wanted[name])
         if need is None:
-            raise AnsibleFilterError("resources_short: wanted count of %s must be a whole number, got %r"
-                                     % (name, wanted[name]))
-        have = _count(allocatable.get(name, 0))
+            raise AnsibleFilterError("resources_short: wanted amount of %s must be a whole number or a Kubernetes "
+                                     "quantity, got %r" % (name, wanted[name]))
+        have = parse_quantity(allocatable.get(name, 0))
         if need > 0 and (have or 0) < need:
-            short.append("%s (wants %d, has %s)" % (name, need, allocatable.get(name, 0)))
+            short.append("%s (wants %s, has %s)" % (name, wanted[name], allocatable.get(name, 0)))
     return short
 
 

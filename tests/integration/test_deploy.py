@@ -170,13 +170,11 @@ def left_probe(api_client, namespace, node):
         "verify_probe_image": "registry.access.redhat.com/ubi9/python-312:latest", "verify_probe_timeout": 300,
         "stay_seconds": 3600})
     core = client.CoreV1Api(api_client)
-    for item in objects:
-        if item["kind"] == "ServiceAccount":
-            core.create_namespaced_service_account(namespace, item)
-        elif item["kind"] == "Pod":
-            core.create_namespaced_pod(namespace, item)
-            name = item["metadata"]["name"]
-    return name
+    (account,) = [item for item in objects if item["kind"] == "ServiceAccount"]
+    (pod,) = [item for item in objects if item["kind"] == "Pod"]
+    core.create_namespaced_service_account(namespace, account)
+    core.create_namespaced_pod(namespace, pod)
+    return pod["metadata"]["name"]
 
 
 def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
@@ -222,7 +220,11 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
 @pytest.mark.parametrize("extra,words", [
     ({"replicas": 6}, "only 5 of the cluster_gpu_nodes take pods: moc-r4pcc04u36-nairr is cordoned"),
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
-    ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4)"),
+    ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4); fix: lower cluster_gpus_per_node to what the "
+                                   "node can allocate"),
+    # Checked up front like the GPUs, not 166 s later as the scheduler's "Insufficient memory".
+    ({"cluster_pod_memory": "1Ei"}, "memory (wants 1Ei, has 1055315188Ki); fix: lower cluster_pod_memory to what "
+                                    "the node can allocate"),
     # macvlan: no operator makes these resources, so they must be there already.
     ({"cluster_rdma_network_type": "macvlan", "cluster_rdma_nics": [
         {"name": "rdma-a", "resource": "example.com/not-offered", "pf": "eno5np0", "netdev": "net1"}]},

@@ -5,6 +5,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.filter.nccl_agreement import FilterModule as AgreementFilters
 from ansible_collections.mlinfra.multinode.plugins.filter.resources_short import FilterModule as ResourcesFilters
+from ansible_collections.mlinfra.multinode.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.mlinfra.multinode.plugins.filter.text_table import FilterModule as TableFilters
 
 text_table = TableFilters().filters()["text_table"]
@@ -50,3 +51,25 @@ def test_resources_short_lists_what_a_node_lacks():
         "nvidia.com/gpu (wants 8, has 4)", "openshift.io/eno5np0rdma (wants 1, has 0)",
         "openshift.io/eno6np0rdma (wants 1, has 0)"]
     assert resources_short(allocatable, {"nvidia.com/gpu": 4}) == []
+
+
+def test_resources_short_compares_cpu_and_memory_as_quantities():
+    # A GPU node of the local cluster (inventories/local, profile h100-sriov).
+    allocatable = {"cpu": "64", "memory": "1055315188Ki", "nvidia.com/gpu": "4"}
+    assert resources_short(allocatable, {"cpu": "32", "memory": "256Gi"}) == []
+    assert resources_short(allocatable, {"cpu": "64500m", "memory": "1Ei"}) == [
+        "cpu (wants 64500m, has 64)", "memory (wants 1Ei, has 1055315188Ki)"]
+    # The infra node's CPUs are 31500m: 32 do not fit, 31.5 do.
+    assert resources_short({"cpu": "31500m"}, {"cpu": "32"}) == ["cpu (wants 32, has 31500m)"]
+    assert resources_short({"cpu": "31500m"}, {"cpu": "31.5"}) == []
+    with pytest.raises(AnsibleFilterError, match="whole number or a Kubernetes quantity, got 'lots'"):
+        resources_short(allocatable, {"memory": "lots"})
+
+
+@pytest.mark.parametrize("text, value", [
+    ("32", 32.0), ("500m", 0.5), ("256Gi", 256 * 2.0 ** 30), ("1055315188Ki", 1055315188 * 1024.0),
+    ("1e3", 1000.0), ("1.5G", 1.5e9), ("1Ei", 2.0 ** 60), (8, 8.0),
+    ("lots", None), ("10 Gi", None), ("1e3Gi", None), ("", None), (True, None),
+])
+def test_kubernetes_quantities(text, value):
+    assert parse_quantity(text) == value
