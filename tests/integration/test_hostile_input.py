@@ -135,6 +135,28 @@ def test_settings_that_do_not_go_together_are_refused_first(api_client, playbook
     assert name in message and "fix: " in message, message
 
 
+@pytest.mark.parametrize("playbook, extra, words, work", [
+    # Results lost at the end of a run, and a baseline found unreadable after
+    # every run, before: now refused before any check or run starts.
+    ("verify-rdma.yml", {"verify_report_dir": "/proc/mlinfra-report"},
+     "verify_report_dir /proc/mlinfra-report is not a directory this controller can write; fix: -e "
+     "verify_report_dir=DIR", "Start a probe pod on each GPU node"),
+    ("soak.yml", {"soak_baseline": "/nonexistent/baseline.json"},
+     "soak_baseline /nonexistent/baseline.json is not a file this controller can read; fix: the path of a "
+     "baseline saved earlier", "Run the workload again and again"),
+])
+def test_paths_a_play_cannot_use_are_refused_before_any_work(api_client, playbook, extra, words, work):
+    settings = dict({"cluster_namespace": "hostile-%s" % uuid.uuid4().hex[:6]}, **extra)
+    before = cluster_state(api_client)
+    run = run_playbook(playbook, "local", settings)
+    assert run.failed
+    (message,) = run.failure_messages()
+    assert words in message, message
+    assert run.tasks_run()[-1] == "Refuse paths that cannot be used, before any work starts"
+    assert not [name for name in run.tasks_run() if work in name]
+    assert cluster_state(api_client)["nodes"] == before["nodes"]
+
+
 def rendered(tmp_path, name, extra):
     return render("local", tmp_path / name, extra)
 

@@ -159,7 +159,7 @@ def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
     again = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-fail", train_logs_dir=str(tmp_path),
                                                     train_args=["--steps", "30", "--fail-on-rank", "1"]))
     assert again.failed
-    (said,) = again.results("Say that run demo-fail had already ended")
+    (said,) = again.results("Say that the run had already ended, run demo-fail")
     assert said["msg"].startswith("run demo-fail had already ended in every pod; it is not trained again")
     assert [entry["json"]["already_finished"] for entry in again.results("Start the run in every pod")[0]["pods"]] \
         == [True, True]
