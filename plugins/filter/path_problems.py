@@ -14,7 +14,8 @@ description:
   - Reads what C(ansible.builtin.stat) saw of each path a play will write its results to (a directory) or read
     (a file, such as a saved baseline) and returns one message per path that cannot be used, naming the variable
     and the fix; empty when every path can be used.
-  - A directory that does not exist is not a problem in check mode, where it is not made.
+  - A directory that does not exist is not a problem in check mode, where it is not made. A file to read given
+    as a number is not a path (a baseline may be a throughput) and is left out.
 author:
   - mlinfra maintainers (@mlinfra)
 positional: check_mode
@@ -50,6 +51,14 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 
+def _is_number(value):
+    try:
+        float(value)
+        return not isinstance(value, bool)
+    except (TypeError, ValueError):
+        return False
+
+
 def path_problems(results, check_mode=False):
     if not isinstance(results, list):
         raise AnsibleFilterError("path_problems takes the results of a stat loop, got %s" % type(results).__name__)
@@ -63,6 +72,9 @@ def path_problems(results, check_mode=False):
                 continue
             problems.append("%s %s is not a directory this controller can write; fix: -e %s=DIR, a directory you "
                             "can write (the results would be lost at the end)" % (variable, path, variable))
+        elif _is_number(path):
+            # A baseline given as a throughput, not as a file.
+            continue
         elif not (stat.get("exists") and stat.get("isreg") and stat.get("readable")):
             problems.append("%s %s is not a file this controller can read; fix: the path of a baseline saved earlier "
                             "(save_baseline), or leave %s empty" % (variable, path, variable))

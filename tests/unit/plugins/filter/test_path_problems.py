@@ -50,6 +50,11 @@ def test_each_unusable_path_is_named_with_its_variable_and_fix(tmp_path):
     ]
 
 
+def test_a_baseline_given_as_a_throughput_is_not_a_file():
+    # soak_baseline=1, as tests/integration/test_train_jobs.py gives it.
+    assert path_problems([seen("1", "soak_baseline", False), seen("9250.5", "train_baseline", False)]) == []
+
+
 def test_a_directory_not_made_in_check_mode_is_no_problem(tmp_path):
     missing = seen(str(tmp_path / "later"), "verify_report_dir", True)
     assert path_problems([missing], True) == [] and len(path_problems([missing], False)) == 1
