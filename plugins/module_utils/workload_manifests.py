@@ -408,13 +408,21 @@ def unchangeable_settings(live, wanted):
         deployed, asked = read(live_templates), read(wanted_templates)
         if deployed is None or asked is None or deployed == asked:
             continue
+        if variable == "cluster_storage_mode":
+            # The other mode's claims have other names: new ones are made.
+            other_way = "or run teardown.yml (it keeps the workspace claims) and then deploy.yml"
+        else:
+            # A teardown keeps the claims, and the next deploy takes them
+            # again as they are: only new claims have another class or size.
+            other_way = ("or, for new claims, copy what the workspaces hold elsewhere, run teardown.yml -e "
+                         "purge_workspaces=true (it deletes the claims and their data) and then deploy.yml; a "
+                         "teardown that keeps the claims keeps their %s" % variable.split("_")[-1])
         found.append({
             "variable": variable, "live": deployed, "wanted": asked,
             "message": "%s=%r, but the StatefulSet %s/%s was deployed with %s=%r, and Kubernetes does not change "
-                       "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, or run teardown.yml "
-                       "(it keeps the workspace claims) and then deploy.yml"
+                       "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, %s"
                        % (variable, asked, meta.get("namespace"), meta.get("name"), variable, deployed,
-                          variable, deployed),
+                          variable, deployed, other_way),
         })
         if variable == "cluster_storage_mode":
             break  # the class and size of a template that is not there say nothing more

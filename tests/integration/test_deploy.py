@@ -198,6 +198,11 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
            "deletes them)" % (probe, GPU_NODES[0]) in status.last_words()
     down = run_playbook("teardown.yml", "local", ns)
     assert not down.failed, down.failure_messages()
+    # The claims kept, with the size a later deploy takes them again with.
+    (report,) = down.results("Report what was kept")
+    assert report["msg"].strip() == (
+        "kept 2 workspace claim(s) in %s; delete them with -e purge_workspaces=true (a deploy takes kept claims "
+        "again with the size and class they have): workspace-h-kim-0 (100Gi), workspace-h-kim-1 (100Gi)" % deploy_ns)
     assert wait_gone(api_client, deploy_ns) == []
     assert [p.metadata.name for p in client.CoreV1Api(api_client).list_namespaced_pod(deploy_ns).items] == []
     assert privileges(api_client, deploy_ns) == []

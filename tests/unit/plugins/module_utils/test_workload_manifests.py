@@ -269,7 +269,15 @@ def test_a_change_of_the_workspace_claims_is_named_with_the_fix(deployed, now, v
     live = as_deployed(build(**deployed)["statefulset"])
     [conflict] = unchangeable_settings(live, build(**now)["statefulset"])
     assert (conflict["variable"], conflict["live"], conflict["wanted"]) == (variable, live_value, wanted_value)
+    if variable == "cluster_storage_mode":
+        other_way = "or run teardown.yml (it keeps the workspace claims) and then deploy.yml"
+    else:
+        # A teardown that keeps the claims keeps their size and class: the
+        # next deploy takes them again as they are.
+        other_way = ("or, for new claims, copy what the workspaces hold elsewhere, run teardown.yml -e "
+                     "purge_workspaces=true (it deletes the claims and their data) and then deploy.yml; a teardown "
+                     "that keeps the claims keeps their %s" % variable.split("_")[-1])
     assert conflict["message"] == (
         "%s=%r, but the StatefulSet mlinfra-local/h-kim was deployed with %s=%r, and Kubernetes does not change "
-        "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, or run teardown.yml (it keeps the "
-        "workspace claims) and then deploy.yml" % (variable, wanted_value, variable, live_value, variable, live_value))
+        "the workspace claims of a live StatefulSet; fix: deploy with %s=%r, %s"
+        % (variable, wanted_value, variable, live_value, variable, live_value, other_way))
