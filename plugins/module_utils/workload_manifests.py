@@ -390,6 +390,10 @@ _CLAIM_SETTINGS = (
 )
 
 
+# What each claim setting is of a claim, for the message.
+_CLAIM_PROPERTY = {"cluster_storage_class": "class", "cluster_storage_size": "size"}
+
+
 def _workspace_templates(statefulset):
     return [template for template in (statefulset.get("spec") or {}).get("volumeClaimTemplates") or []
             if (template.get("metadata") or {}).get("name") == "workspace"]
@@ -416,7 +420,7 @@ def unchangeable_settings(live, wanted):
             # again as they are: only new claims have another class or size.
             other_way = ("or, for new claims, copy what the workspaces hold elsewhere, run teardown.yml -e "
                          "purge_workspaces=true (it deletes the claims and their data) and then deploy.yml; a "
-                         "teardown that keeps the claims keeps their %s" % variable.split("_")[-1])
+                         "teardown that keeps the claims keeps their %s" % _CLAIM_PROPERTY[variable])
         found.append({
             "variable": variable, "live": deployed, "wanted": asked,
             "message": "%s=%r, but the StatefulSet %s/%s was deployed with %s=%r, and Kubernetes does not change "
