@@ -46,8 +46,9 @@
 #       TorchTitan through the train role's launcher, its arguments as the
 #       role renders them (tools/gpu/launch-args.yml writes ARGS_JSON;
 #       default docs/measurements/h200x2-torchtitan/launch-args-VARIANT.json),
-#       and, for VARIANT bf16-compile, the same job started by a hand-typed
-#       torchrun, alternating RUNS times (default 1). Needs TorchTitan and
+#       and the same job started by a hand-typed torchrun (VARIANT
+#       bf16-compile, bf16-eager or float8-compile), RUNS times (default 1),
+#       each kind first in every other run. Needs TorchTitan and
 #       its dependencies importable (PYTHONPATH); makes the tokenizer and the
 #       data under /tmp/mlinfra-gpu/assets first (make_train_assets.py).
 #
@@ -313,38 +314,60 @@ bench_compare() {
 
 # The TorchTitan job of the measurements as a user would type it: torchrun
 # with c10d rendezvous on 127.0.0.1 and TorchTitan's own flags.
-#   titan_by_hand NNODES NPROC_PER_NODE PORT RDZV_ID STEPS COMPILE_FLAG
+#   titan_by_hand NNODES NPROC_PER_NODE PORT RDZV_ID STEPS VARIANT_FLAGS...
 titan_by_hand() {
   local assets=/tmp/mlinfra-gpu/assets
   "$PY" -m torch.distributed.run --nnodes "$1" --nproc-per-node "$2" --rdzv-backend c10d \
     --rdzv-endpoint "127.0.0.1:$3" --rdzv-id "$4" \
     -m torchtitan.train --job.config_file files/train/llama3_8b.toml \
-    --training.steps "$5" --training.local_batch_size 2 --training.seq_len 8192 "$6" \
+    --training.steps "$5" --training.local_batch_size 2 --training.seq_len 8192 "${@:6}" \
     --model.hf_assets_path "$assets/tokenizer" --training.dataset c4_test --training.dataset_path "$assets/data" \
     --job.dump_folder /tmp/mlinfra-gpu/outputs --lr_scheduler.warmup_steps 10 --metrics.log_freq 10
+}
+
+# TorchTitan's own flags for each variant of the measurements, as a user
+# would type them (what the train role's train_compile and train_float8
+# render as overrides).
+titan_variant_flags() {
+  case "$1" in
+    bf16-compile) echo --compile.enable ;;
+    bf16-eager) echo --compile.no-enable ;;
+    float8-compile) echo --compile.enable --model.converters quantize.linear.float8 \
+      --quantize.linear.float8.enable_fsdp_float8_all_gather \
+      --quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp ;;
+    *) return 1 ;;
+  esac
 }
 
 torchtitan_runs() {
   local variant="${3:?usage: measure.sh torchtitan OUTDIR VARIANT [ARGS_JSON] [RUNS]}"
   local args_json="${4:-$ROOT/docs/measurements/h200x2-torchtitan/launch-args-$variant.json}" runs="${5:-1}"
-  local assets=/tmp/mlinfra-gpu/assets port=29641 run started launch_args
+  local assets=/tmp/mlinfra-gpu/assets port=29641 run kind started launch_args by_hand=()
   [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
     "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1
   "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/nccl.env" > /dev/null 2>&1 || return 1
   mapfile -t launch_args < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' "$args_json")
+  # shellcheck disable=SC2207  # the flags are words without spaces
+  by_hand=($(titan_variant_flags "$variant")) || by_hand=()
   # TorchTitan's own launcher script sets this; both starts get it.
   export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   for run in $(seq 1 "$runs"); do
-    started=$(date +%s.%N)
-    MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
-      --run-dir "$out/run-$variant-launcher-$run" --run-id "$variant-launcher-$run" --nccl-env "$out/nccl.env" \
-      "${launch_args[@]}" > "$out/$variant-launcher-$run.out" 2>&1
-    echo "$variant launcher run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
-    [[ "$variant" == bf16-compile ]] || continue
-    started=$(date +%s.%N)
-    (set -a; . "$out/nccl.env"; set +a
-     titan_by_hand 1 2 "$port" "torchrun-$run" 40 --compile.enable) > "$out/$variant-torchrun-$run.out" 2>&1
-    echo "$variant torchrun run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+    for kind in launcher torchrun; do
+      # Every other run the hand-typed start goes first, so that neither
+      # always meets a cold compile cache.
+      (( run % 2 == 0 )) && kind=$([[ "$kind" == launcher ]] && echo torchrun || echo launcher)
+      [[ "$kind" == torchrun && ${#by_hand[@]} -eq 0 ]] && continue
+      started=$(date +%s.%N)
+      if [[ "$kind" == launcher ]]; then
+        MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
+          --run-dir "$out/run-$variant-launcher-$run" --run-id "$variant-launcher-$run" --nccl-env "$out/nccl.env" \
+          "${launch_args[@]}" > "$out/$variant-launcher-$run.out" 2>&1
+      else
+        (set -a; . "$out/nccl.env"; set +a
+         titan_by_hand 1 2 "$port" "torchrun-$run" 40 "${by_hand[@]}") > "$out/$variant-torchrun-$run.out" 2>&1
+      fi
+      echo "$variant $kind run $run: exit $?, $(elapsed_since "$started") s" | tee -a "$out/runs.txt"
+    done
   done
   PYTHONPATH="$ROOT/plugins" "$PY" "$ROOT/tools/gpu/titan_summary.py" "$out" | tee -a "$out/summary.txt"
 }
@@ -491,7 +514,7 @@ for mode in ("sweep", "pairwise"):
         if mode == "sweep":
             sweep = dict((row["size"], row["busbw_gbps"]) for row in block["rows"])
     if document.get("pairwise"):
-        print("  pairwise: %s" % json.dumps(document["pairwise"].get("pairs"))[:400])
+        print("  pairwise: %s; pairs %s" % (json.dumps(document["pairwise"]), json.dumps(document.get("pairs"))[:400]))
 reference = {}
 for when in ("before", "after"):
     path = "%s/nccltests-%s.txt" % (out, when)

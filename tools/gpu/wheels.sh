@@ -13,8 +13,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dir="${1:-$ROOT/.whl}"
-py="$ROOT/.venv/bin/python"
-[[ -x "$py" ]] || py=python3
+# The project's virtual environment may be made without pip: take the
+# first Python that has it.
+py=
+for candidate in "$ROOT/.venv/bin/python" python3 python; do
+  if "$candidate" -m pip --version > /dev/null 2>&1; then py="$candidate"; break; fi
+done
+[[ -n "$py" ]] || { echo "wheels.sh: no Python with pip here: install pip (python3 -m ensurepip)" >&2; exit 1; }
 mkdir -p "$dir"
 mapfile -t wheels < <(grep -v -e '^#' -e '^$' "$ROOT/tools/gpu/host-wheels.txt")
 "$py" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
