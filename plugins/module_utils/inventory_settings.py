@@ -307,6 +307,7 @@ SETTINGS = {
     "cluster_nodes_must_take_pods": _bool,
     "cluster_nodes_before_sriov": _bool,
     "cluster_allow_system_namespace": _bool,
+    "cluster_allow_existing_namespace": _bool,
     "cluster_check_nodes": _bool,
     # sriov
     "sriov_operator_namespace": NAME,

@@ -34,8 +34,7 @@ import re
 
 from .admission_rules import AdmissionError, check_admission
 from .inventory_settings import setting_bool
-
-MANAGED_BY = "mlinfra.multinode"
+from .ownership import MANAGED_BY
 CNI_VERSION = "0.3.1"
 # The SR-IOV operator publishes a policy's resourceName under this prefix;
 # the inventory names the resource as the pods request it.
@@ -63,6 +62,8 @@ def network_manifests(settings, ipam):
 
 
 def _network_labels(settings):
+    # The cluster's, not one deployment's: the node policies serve every
+    # deployment of the cluster.
     return {"app.kubernetes.io/part-of": settings["cluster_name"], "app.kubernetes.io/managed-by": MANAGED_BY}
 
 

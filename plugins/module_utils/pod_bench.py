@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,9 +103,23 @@ def pod_layout(reader):
 
 
 def run_node(options, environ=None):
-    """Runs this node's part and returns the result object."""
+    """Runs this node's part and returns the result object ("log" is the
+    log's path when --workdir keeps it, else None)."""
     environ = dict(os.environ if environ is None else environ)
+    # A directory of its own is removed at the end (the result holds the
+    # log's tail): every run left one in each pod's /tmp before.
     workdir = options.workdir or tempfile.mkdtemp(prefix="mlinfra-bench-")
+    try:
+        result = _run_in(options, environ, workdir)
+    finally:
+        if not options.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if not options.workdir:
+        result["log"] = None
+    return result
+
+
+def _run_in(options, environ, workdir):
     if not os.path.isdir(workdir):
         os.makedirs(workdir)
     log_path = os.path.join(workdir, "bench-node%d.log" % options.node_rank)

@@ -20,7 +20,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from .workload_manifests import BIN_DIR, CODE_DIR, EXECUTABLE_MODE, MANAGED_BY, PLUGINS_DIR
+from .ownership import owner_labels
+from .workload_manifests import BIN_DIR, CODE_DIR, EXECUTABLE_MODE, PLUGINS_DIR
 
 # Where the probe sees the node's /proc, /sys and /dev (MLINFRA_HOST_ROOT).
 HOST_ROOT = "/host"
@@ -44,10 +45,10 @@ def probe_account_name(settings):
 
 
 def probe_labels(settings):
-    return {"app.kubernetes.io/name": probe_account_name(settings),
-            "app.kubernetes.io/part-of": settings["cluster_name"],
-            "app.kubernetes.io/component": "rdma-probe",
-            "app.kubernetes.io/managed-by": MANAGED_BY}
+    return dict(owner_labels(settings["cluster_app_name"]), **{
+        "app.kubernetes.io/name": probe_account_name(settings),
+        "app.kubernetes.io/part-of": settings["cluster_name"],
+        "app.kubernetes.io/component": "rdma-probe"})
 
 
 def probe_service_account(settings):

@@ -28,8 +28,7 @@ import copy
 import json
 
 from .inventory_settings import setting_bool
-
-MANAGED_BY = "mlinfra.multinode"
+from .ownership import owner_labels
 # Where the image installs the in-pod code (files/Containerfile), and where
 # the autodetect role's ConfigMaps are mounted over it.
 PLUGINS_DIR = "/opt/mlinfra/plugins"
@@ -51,14 +50,14 @@ def workload_manifests(settings):
 
 
 def workload_labels(settings):
-    return {"app.kubernetes.io/name": settings["cluster_app_name"],
-            "app.kubernetes.io/part-of": settings["cluster_name"],
-            "app.kubernetes.io/managed-by": MANAGED_BY}
+    return dict(owner_labels(settings["cluster_app_name"]), **{
+        "app.kubernetes.io/name": settings["cluster_app_name"],
+        "app.kubernetes.io/part-of": settings["cluster_name"]})
 
 
 def _own_labels(settings):
     """The labels of the claims, which outlive a deployment of the cluster."""
-    return {"app.kubernetes.io/name": settings["cluster_app_name"], "app.kubernetes.io/managed-by": MANAGED_BY}
+    return dict(owner_labels(settings["cluster_app_name"]), **{"app.kubernetes.io/name": settings["cluster_app_name"]})
 
 
 def _host_network(settings):
@@ -77,7 +76,9 @@ def base_objects(settings):
     """Namespace, service account, SCC access (OpenShift) and the headless Service."""
     namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
     objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        # Applied only while it does not exist: one made by someone else
+        # (cluster_allow_existing_namespace) is not touched.
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": owner_labels(app)}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": app, "namespace": namespace, "labels": workload_labels(settings)}},
     ]

@@ -218,6 +218,61 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     assert claims(api_client, deploy_ns) == {}
 
 
+def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(api_client, deploy_ns):
+    """Another team's namespace holding a ConfigMap, a ServiceAccount and a
+    claim of the deployment's names (none made by the collection)."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": deploy_ns, "labels": {"team": "alice"}}})
+    core.create_namespaced_config_map(deploy_ns, {"metadata": {"name": APP + "-autodetect-code"},
+                                                  "data": {"notes.txt": "alice's"}})
+    core.create_namespaced_service_account(deploy_ns, {"metadata": {"name": APP}})
+    core.create_namespaced_persistent_volume_claim(deploy_ns, {
+        "metadata": {"name": "workspace-%s-0" % APP, "labels": {"app.kubernetes.io/name": APP}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+
+    def hers():
+        return (core.read_namespace(deploy_ns).metadata.labels,
+                core.read_namespaced_config_map(APP + "-autodetect-code", deploy_ns).data,
+                core.read_namespaced_service_account(APP, deploy_ns).metadata.labels,
+                core.read_namespaced_persistent_volume_claim("workspace-%s-0" % APP, deploy_ns).metadata.labels,
+                sorted(s.metadata.name for s in core.list_namespaced_service(deploy_ns).items),
+                client.AppsV1Api(api_client).list_namespaced_stateful_set(deploy_ns).items)
+    before = hers()
+
+    run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns})
+    assert run.failed and run.changed == 0
+    assert run.failure_messages() == [
+        "namespace %s exists and was not created by this deployment (no app.kubernetes.io labels; it lacks "
+        "app.kubernetes.io/managed-by=mlinfra.multinode and app.kubernetes.io/instance=%s). Nothing was changed. Fix: "
+        "set cluster_namespace to a namespace of its own (deploy.yml creates it), or "
+        "-e cluster_allow_existing_namespace=true to deploy into this one (its other objects are left alone)"
+        % (deploy_ns, APP)]
+    assert hers() == before
+
+    allowed = {"cluster_namespace": deploy_ns, "cluster_allow_existing_namespace": True}
+    run = run_playbook("deploy.yml", "local", allowed)
+    assert run.failed and run.changed == 0
+    (message,) = run.failure_messages()
+    assert message.startswith(
+        "deploy.yml would change objects that this deployment (cluster_app_name={app} in namespace {ns}) did not "
+        "create: ConfigMap {ns}/{app}-autodetect-code (no app.kubernetes.io labels); ServiceAccount {ns}/{app} (no "
+        "app.kubernetes.io labels); PersistentVolumeClaim {ns}/workspace-{app}-0 (app.kubernetes.io/name={app}); "
+        .format(ns=deploy_ns, app=APP)), message
+    assert message.endswith("Nothing was changed. Fix: give the deployment names of its own (another "
+                            "cluster_app_name or cluster_namespace), or have their owner remove them")
+    assert hers() == before
+
+    # A purging teardown deletes only what the deployment made: none of hers.
+    down = run_playbook("teardown.yml", "local", dict(allowed, purge_workspaces=True))
+    assert not down.failed, down.failure_messages()
+    (left,) = down.results("Say which objects of the deployment's names were left to their owner")
+    assert left["msg"].strip() == (
+        "left 2 object(s) of the deployment's names that it did not create (they lack "
+        "app.kubernetes.io/managed-by=mlinfra.multinode and app.kubernetes.io/instance=%s): "
+        "ConfigMap %s-autodetect-code, ServiceAccount %s" % (APP, APP, APP))
+    assert hers() == before
+
+
 # What the variables alone refuse (replicas out of range or more than the
 # nodes, a mode or a quantity that is not one) is tested case by case in
 # tests/unit/plugins/module_utils/test_inventory_settings.py and through the

@@ -53,6 +53,8 @@ FREE_FORM_RETURNS = {
                                for step in ("base", "claims", "statefulset")),
     "network_manifests": {"_value": "Kubernetes objects, different per network type"},
     "probe_manifests": {"_value": "Kubernetes objects, different per kind"},
+    "cluster_ownership": {"foreign.metadata.labels": "the live object's labels, whoever set them",
+                          "namespace_labels": "the live namespace's labels, whoever set them"},
     "pod_verdicts": {"_value.nccl.env": "variable name to value, as the pod's init container wrote them"},
     "bench_verdict": {
         "_value.pods.nccl": "what NCCL's log said, as mlinfra-pod-bench reports it",

@@ -58,6 +58,20 @@ def test_bad_arguments_are_refused_before_anything_runs(capsys, arguments, envir
     assert words in capsys.readouterr().err
 
 
+def test_without_a_workdir_the_run_leaves_nothing_in_tmp(tmp_path):
+    """Every benchmark left its mlinfra-bench-* directory in each pod's /tmp;
+    without --workdir the run's own directory goes, its log's tail kept in
+    the result. (A python that exits at once stands for a failed start.)"""
+    env = dict(os.environ, POD_NAME="h-kim-0", TMPDIR=str(tmp_path))
+    done = subprocess.run([PYTHON, LAUNCHER, "--nnodes", "1", "--master-addr", "127.0.0.1", "--timeout", "30",
+                           "--python", "/bin/false"], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    result = json.loads(done.stdout)
+    assert result["exit_code"] == 1 and result["log"] is None
+    assert result["error"] == "the benchmark wrote no result (exit status 1); see the log's tail"
+    assert os.listdir(tmp_path) == []
+
+
 def test_two_pods_benchmark_together_and_pod_0_reports_the_document(workload_python, tmp_path):
     port = str(free_port())
     common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--mode", "rdma",

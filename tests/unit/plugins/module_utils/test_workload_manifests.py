@@ -46,7 +46,7 @@ def test_the_local_inventory_gets_a_statefulset_with_four_sr_iov_nics_and_a_clai
     statefulset = manifests["statefulset"]
     assert statefulset["metadata"] == {"name": "h-kim", "namespace": "mlinfra-local", "labels": {
         "app.kubernetes.io/name": "h-kim", "app.kubernetes.io/part-of": "local",
-        "app.kubernetes.io/managed-by": "mlinfra.multinode"}}
+        "app.kubernetes.io/managed-by": "mlinfra.multinode", "app.kubernetes.io/instance": "h-kim"}}
     assert statefulset["spec"]["replicas"] == 2
     networks = json.loads(statefulset["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
     assert networks == [{"name": "eno%dnp0-network" % n, "interface": "net%d" % (n - 4)} for n in (5, 6, 7, 8)]
