@@ -302,6 +302,7 @@ SETTINGS = {
     "cluster_node_tolerations": lambda value: to_list(value, _toleration),
     "cluster_pod_ready_timeout": SECONDS,
     "cluster_api_timeout": _count(1, 600),
+    "cluster_lock_wait": _count(0, 3600),
     "cluster_nccl_env_overrides": _nccl_overrides,
     "cluster_offline": _bool,
     "cluster_nodes_must_take_pods": _bool,

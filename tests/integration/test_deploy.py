@@ -2,7 +2,10 @@
 local cluster (real API server, scheduler and controllers; kwok kubelets)."""
 
 import contextlib
+import datetime
+import getpass
 import json
+import socket
 import time
 import uuid
 
@@ -177,6 +180,22 @@ def left_probe(api_client, namespace, node):
     return pod["metadata"]["name"]
 
 
+def plant_lock(api_client, namespace, holder):
+    """The deployment's lock as another play holds it, taken now."""
+    leases = client.CoordinationV1Api(api_client)
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    body = {"metadata": {"name": APP + "-lock"}, "spec": {
+        "holderIdentity": holder, "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}}
+    try:
+        body["metadata"]["resourceVersion"] = leases.read_namespaced_lease(
+            APP + "-lock", namespace).metadata.resource_version
+    except client.ApiException as err:
+        assert err.status == 404
+        leases.create_namespaced_lease(namespace, body)
+        return
+    leases.replace_namespaced_lease(APP + "-lock", namespace, body)
+
+
 def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
     # OpenShift's objects too: its SCC of the IPC_LOCK capability and the RBAC
     # that lets the deployment's account use it (a prebuilt image: nothing
@@ -196,8 +215,24 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     assert not status.failed, status.failure_messages()
     assert "privileged probe pods: %s on %s (verify-rdma.yml or soak.yml runs, or was interrupted; teardown.yml " \
            "deletes them)" % (probe, GPU_NODES[0]) in status.last_words()
-    down = run_playbook("teardown.yml", "local", ns)
+    # Another play's lock, taken from another controller host: teardown waits
+    # cluster_lock_wait seconds, then refuses naming it, deleting nothing.
+    foreign = "deploy.yml by alice@elsewhere, pid 7 (start 1)"
+    plant_lock(api_client, deploy_ns, foreign)
+    started = time.monotonic()
+    held = run_playbook("teardown.yml", "local", dict(ns, cluster_lock_wait=2))
+    assert held.failed and time.monotonic() - started > 2
+    (message,) = held.failure_messages()
+    assert message.startswith("another play changes this deployment: the lock %s/%s-lock is held by %s since "
+                              % (deploy_ns, APP, foreign)), message
+    assert "delete the lock: kubectl -n %s delete lease %s-lock" % (deploy_ns, APP) in message
+    assert client.AppsV1Api(api_client).read_namespaced_stateful_set(APP, deploy_ns).spec.replicas == 2
+    # The lock a play of this host left when it failed: taken over at once.
+    plant_lock(api_client, deploy_ns, "deploy.yml by %s@%s, pid 999999 (start 1)" % (
+        getpass.getuser(), socket.gethostname()))
+    down = run_playbook("teardown.yml", "local", dict(ns, cluster_lock_wait=0))
     assert not down.failed, down.failure_messages()
+    assert client.CoordinationV1Api(api_client).list_namespaced_lease(deploy_ns).items == []
     # The claims kept, with the size a later deploy takes them again with.
     (report,) = down.results("Report what was kept")
     assert report["msg"].strip() == (
