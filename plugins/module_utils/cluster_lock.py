@@ -132,8 +132,8 @@ def held_message(identity, spec, waited, namespace, app, now):
     since = ""
     if taken:
         since = " since %s (%d s ago)" % (taken.strftime("%H:%M:%S UTC"), (now - taken).total_seconds())
+    lock = lock_name(app)
     return ("another play changes this deployment: the lock %s/%s is held by %s%s; waited %d s "
             "(cluster_lock_wait). Fix: run again when it has finished, or raise cluster_lock_wait to wait "
             "longer; if that play is gone (its controller host is down), delete the lock: "
-            "kubectl -n %s delete lease %s" % (namespace, lock_name(app), identity, since, waited, namespace,
-                                              lock_name(app)))
+            "kubectl -n %s delete lease %s" % (namespace, lock, identity, since, waited, namespace, lock))
