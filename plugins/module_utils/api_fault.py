@@ -66,7 +66,8 @@ KINDS = (
 
 # Modules that talk to the cluster's API: kubernetes.core's, OpenShift's
 # (community.okd) and ours that exec in pods.
-CLUSTER_MODULE_PREFIXES = ("kubernetes.core.", "community.okd.", "mlinfra.multinode.pods_exec", "k8s", "openshift_")
+CLUSTER_MODULE_PREFIXES = ("kubernetes.core.", "community.okd.", "mlinfra.multinode.pods_exec",
+                           "mlinfra.multinode.cluster_lock", "mlinfra.multinode.cluster_ownership", "k8s", "openshift_")
 
 # The client's own words are kept, shortened: they name the address and errno.
 _REASON_CHARS = 240

@@ -10,8 +10,10 @@ soak, the node's port counters are read in it before and after each run.
 Every value from the inventory becomes the value of one field and the
 objects are serialised once, by whoever applies them: no value can add a
 field. ``settings`` maps the inventory's variable names to their values as
-the cluster role's checked_settings has checked them, and ``stay_seconds``
-how long the probes stay after they start (left out: for the checks only).
+the cluster role's checked_settings has checked them, ``stay_seconds``
+how long the probes stay after they start (left out: for the checks only),
+and ``step_seconds`` how long a probe may go without being used (a soak's
+one run) before it ends by itself (left out: as long as it stays).
 
 Standard library only.
 """
@@ -28,6 +30,10 @@ HOST_ROOT = "/host"
 PROBED_NODE_ANNOTATION = "mlinfra.io/probed-node"
 # The probe outlives the checks by this long, then ends by itself.
 _IDLE_MARGIN_SECONDS = 600
+# Touched by every exec into a probe (the node checks, each reading of the
+# port counters); a probe that has not been used for its step's time ends.
+ALIVE_FILE = "/tmp/mlinfra-probe-alive"
+ALIVE_ENV = "MLINFRA_PROBE_ALIVE"
 
 
 def probe_manifests(settings):
@@ -83,6 +89,23 @@ def probe_lifetime(settings):
     return int(settings["verify_probe_timeout"]) + int(settings.get("stay_seconds") or 0) + _IDLE_MARGIN_SECONDS
 
 
+def probe_idle_limit(settings):
+    """Seconds a probe may go unused before it ends: one step of the play
+    (a soak's run: ``step_seconds``) and the margin, never more than its
+    lifetime. An interrupted soak of many runs so leaves no privileged pod
+    running for longer than one run, whatever its activeDeadlineSeconds."""
+    step = int(settings.get("step_seconds") or 0)
+    lifetime = probe_lifetime(settings)
+    return min(lifetime, step + _IDLE_MARGIN_SECONDS) if step else lifetime
+
+
+def probe_command(idle):
+    """The probe's shell: it idles, and ends when its alive file has not
+    been touched for ``idle`` seconds (or when asked to stop)."""
+    return ("trap 'exit 0' TERM; touch \"$%s\"; while :; do sleep 2 & wait $!; "
+            "[ $(( $(date +%%s) - $(stat -c %%Y \"$%s\") )) -lt %d ] || exit 0; done" % (ALIVE_ENV, ALIVE_ENV, idle))
+
+
 def probe_pod(settings, index, node):
     """The probe of one node, pinned to it by nodeName: it runs on a cordoned
     node too, and needs no scheduler."""
@@ -108,8 +131,9 @@ def probe_pod(settings, index, node):
                 "name": "probe",
                 "image": settings["verify_probe_image"],
                 "imagePullPolicy": settings["cluster_image_pull_policy"],
-                "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep %d & wait" % lifetime],
+                "command": ["/bin/sh", "-c", probe_command(probe_idle_limit(settings))],
                 "env": [
+                    {"name": ALIVE_ENV, "value": ALIVE_FILE},
                     {"name": "MLINFRA_PLUGINS_DIR", "value": PLUGINS_DIR},
                     {"name": "MLINFRA_HOST_ROOT", "value": HOST_ROOT},
                     # The NVIDIA container runtime adds nvidia-smi without taking a GPU.

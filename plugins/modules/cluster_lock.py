@@ -63,6 +63,14 @@ options:
     description: Seconds each request may take (C(cluster_api_timeout)).
     type: int
     default: 30
+  caller_pid:
+    description:
+      - A process of the play below its ansible-playbook process, where the lock's holder is looked for (the
+        outermost ansible-playbook process above it). The roles give the task's worker, C($PPID) of a pipe lookup
+        in the task's arguments, since the module process itself may have been started by another (a fork
+        server). 0 looks above the module's own parent.
+    type: int
+    default: 0
 """
 
 EXAMPLES = r"""
@@ -117,8 +125,9 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils import cluster_l
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError
+    from urllib3.exceptions import HTTPError
 except ImportError:  # AnsibleK8SModule reports the missing library
-    ConflictError = DynamicApiError = NotFoundError = Exception
+    ConflictError = DynamicApiError = NotFoundError = HTTPError = Exception
 
 POLL_SECONDS = 2
 
@@ -130,12 +139,14 @@ def argument_spec():
                 namespace=dict(type="str", required=True),
                 action=dict(type="str", required=True),
                 wait=dict(type="int", default=60),
-                timeout=dict(type="int", default=30))
+                timeout=dict(type="int", default=30),
+                caller_pid=dict(type="int", default=0))
     return spec
 
 
-def me(action):
-    pid = cluster_lock.play_process(os.getppid()) or os.getppid()
+def me(action, caller_pid):
+    start = caller_pid or os.getppid()
+    pid = cluster_lock.play_process(start) or start
     return cluster_lock.holder_identity(action, getpass.getuser(), socket.gethostname(), pid,
                                         cluster_lock.process_start(pid) or 0)
 
@@ -146,7 +157,7 @@ class Lock(object):
         self.leases = client.resource("Lease", "coordination.k8s.io/v1")
         self.client = client
         self.name = cluster_lock.lock_name(self.params["instance"])
-        self.holder = me(self.params["action"])
+        self.holder = me(self.params["action"], self.params["caller_pid"])
 
     def read(self):
         try:
@@ -221,10 +232,13 @@ def main():
     try:
         lock = Lock(module, get_api_client(module=module))
         result = lock.hold() if module.params["state"] == "held" else lock.release()
-    except (CoreException, DynamicApiError) as exc:
-        module.fail_json(msg="cannot %s the lock of %s/%s: %s" % (
-            "take" if module.params["state"] == "held" else "release", module.params["namespace"],
-            module.params["instance"], exc))
+    # The client's own words: the api_faults callback names a lost API
+    # (refused, reset, timed out) or a kubeconfig gone from them.
+    except (CoreException, DynamicApiError, HTTPError, OSError) as exc:
+        # The client's words first: they say what happened to the API.
+        module.fail_json(msg="%s (while %s the lock of %s/%s)" % (
+            exc, "taking" if module.params["state"] == "held" else "releasing", module.params["namespace"],
+            module.params["instance"]))
     module.exit_json(**result)
 
 

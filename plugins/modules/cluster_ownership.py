@@ -174,8 +174,9 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils import ownership
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
+    from urllib3.exceptions import HTTPError
 except ImportError:  # AnsibleK8SModule reports the missing library
-    DynamicApiError = NotFoundError = ResourceNotFoundError = Exception
+    DynamicApiError = NotFoundError = ResourceNotFoundError = HTTPError = Exception
 
 
 def argument_spec():
@@ -217,8 +218,11 @@ def main():
         namespace_labels = live_labels(client, {"apiVersion": "v1", "kind": "Namespace",
                                                 "metadata": {"name": params["namespace"]}}, params["timeout"])
         live = [live_labels(client, ref, params["timeout"]) for ref in params["objects"]]
-    except (CoreException, DynamicApiError) as exc:
-        module.fail_json(msg="cannot read the objects %s would touch: %s" % (params["action"], exc))
+    # The client's own words: the api_faults callback names a lost API
+    # (refused, reset, timed out) or a kubeconfig gone from them.
+    except (CoreException, DynamicApiError, HTTPError, OSError) as exc:
+        # The client's words first: they say what happened to the API.
+        module.fail_json(msg="%s (while reading the objects %s would touch)" % (exc, params["action"]))
     sorted_out = ownership.sort_out(params["objects"], live, params["instance"])
     result = dict(changed=False, namespace_labels=namespace_labels, **sorted_out)
     if params["refuse"]:
