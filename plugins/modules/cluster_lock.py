@@ -21,12 +21,11 @@ description:
   - The holder is this play's ansible-playbook process on this host, so every task of one play holds the same lock
     and the next play on the host takes over a lock its failed or interrupted predecessor left. A lock held from
     another host is honoured for an hour after it was last taken.
-  - The client is configured as kubernetes.core's modules configure theirs; every request is bounded by
-    O(timeout).
 author:
   - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - mlinfra.multinode.cluster_client
 notes:
   - Holding and releasing the lock is bookkeeping, not a change to the deployment, so it reports C(changed=false).
 attributes:
@@ -59,10 +58,6 @@ options:
     description: Seconds to wait for another play's lock (C(cluster_lock_wait)); 0 refuses at once.
     type: int
     default: 60
-  timeout:
-    description: Seconds each request may take (C(cluster_api_timeout)).
-    type: int
-    default: 30
   caller_pid:
     description:
       - A process of the play below its ansible-playbook process, where the lock's holder is looked for (the

@@ -22,19 +22,12 @@ description:
     deletes the deployment's own objects and leaves the others.
   - A namespace the collection did not label but that holds objects of the deployment (made by a version before
     the labels) counts as the deployment's. A kind the cluster does not serve counts as absent.
-  - The client is configured as kubernetes.core's modules configure theirs; every request is bounded by
-    O(timeout).
 author:
   - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
-attributes:
-  check_mode:
-    description: Reads only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
+  - mlinfra.multinode.read_only
+  - mlinfra.multinode.cluster_client
 options:
   objects:
     description: The objects, as C(mlinfra.multinode.object_refs) lists them (C(apiVersion), C(kind),
@@ -62,10 +55,6 @@ options:
     description: What would touch the objects, for the message (for example C(deploy.yml)).
     type: str
     default: deploy.yml
-  timeout:
-    description: Seconds each request may take (C(cluster_api_timeout)).
-    type: int
-    default: 30
 """
 
 EXAMPLES = r"""
@@ -93,7 +82,7 @@ owned:
   returned: always
   type: list
   elements: dict
-  contains:
+  contains: &ref
     apiVersion:
       description: The object's apiVersion.
       type: str
@@ -140,23 +129,7 @@ absent:
   returned: always
   type: list
   elements: dict
-  contains:
-    apiVersion:
-      description: The object's apiVersion.
-      type: str
-    kind:
-      description: The object's kind.
-      type: str
-    metadata:
-      description: C(name), and C(namespace) for a namespaced kind.
-      type: dict
-      contains:
-        name:
-          description: The object's name.
-          type: str
-        namespace:
-          description: The object's namespace; absent for a cluster-scoped kind.
-          type: str
+  contains: *ref
 namespace_labels:
   description: The namespace's labels; null when it does not exist.
   returned: always

@@ -25,13 +25,7 @@ author:
   - mlinfra maintainers (@mlinfra)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
-attributes:
-  check_mode:
-    description: Reads only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
+  - mlinfra.multinode.read_only
 options:
   timeout:
     description: Seconds the whole request may take, connection and TLS included.
