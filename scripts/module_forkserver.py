@@ -46,6 +46,8 @@ PRELOAD = ("ansible.module_utils.basic", "kubernetes.client", "kubernetes.config
 # Request length, then status words (the copy's pid, its exit status).
 _LENGTH = "!I"
 _STATUS = "!i"
+# The signals a client passes on to its copy.
+_FORWARDED_NAMES = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
 def socket_path(directory):
@@ -82,9 +84,15 @@ def delegate():
     if not directory or directory == "0" or not _is_module_script(sys.argv):
         return
     import json
+    import signal
     import socket
     import struct
 
+    # Held until the copy is known and they can be passed on to it: one
+    # that came while the copy started would kill this process only and
+    # leave the copy running (a loaded machine showed it).
+    forwarded = [getattr(signal, name) for name in _FORWARDED_NAMES]
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(socket_path(directory))
@@ -94,8 +102,10 @@ def delegate():
         child = struct.unpack(_STATUS, _recv_exact(conn, struct.calcsize(_STATUS)))[0]
     except (OSError, EOFError):
         # Nothing ran yet: run the module here.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
         return
-    _forward_signals(child)
+    _forward_signals(child, forwarded)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     try:
         status = struct.unpack(_STATUS, _recv_exact(conn, struct.calcsize(_STATUS)))[0]
     except (OSError, EOFError):
@@ -104,7 +114,7 @@ def delegate():
     os._exit(status)
 
 
-def _forward_signals(child):
+def _forward_signals(child, forwarded):
     import signal
 
     def forward(signum, frame):
@@ -113,7 +123,7 @@ def _forward_signals(child):
         except OSError:
             pass
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+    for signum in forwarded:
         signal.signal(signum, forward)
 
 
