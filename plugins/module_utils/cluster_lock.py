@@ -47,26 +47,27 @@ def parse_holder(identity):
     return holder
 
 
-def process_start(pid, proc="/proc"):
-    """The start time of a process (clock ticks since boot, from
-    /proc/PID/stat), or None when it does not exist or /proc cannot say."""
+def _stat_fields(pid, proc):
+    """The fields of /proc/PID/stat after the command name (state first), or
+    None when the process does not exist or /proc cannot say."""
     try:
         with open(os.path.join(proc, str(pid), "stat")) as handle:
             stat = handle.read()
     except (IOError, OSError):
         return None
     # The command name, in parentheses, may hold spaces: count after it.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[19])
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def process_start(pid, proc="/proc"):
+    """The start time of a process (clock ticks since boot), or None."""
+    fields = _stat_fields(pid, proc)
+    return int(fields[19]) if fields else None
 
 
 def _parent(pid, proc):
-    try:
-        with open(os.path.join(proc, str(pid), "stat")) as handle:
-            stat = handle.read()
-    except (IOError, OSError):
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[1])
+    fields = _stat_fields(pid, proc)
+    return int(fields[1]) if fields else None
 
 
 def _cmdline(pid, proc):
