@@ -104,6 +104,11 @@ class ThroughputError(Exception):
     """An input that cannot be read as asked; the message says how to fix it."""
 
 
+class NoThroughputLines(ThroughputError):
+    """A log that holds no throughput line of the format asked for (or of
+    any known format): its run may have succeeded without measuring."""
+
+
 def _number(text):
     try:
         value = float(text.replace(",", ""))
@@ -482,14 +487,14 @@ def parse_lines(source_lines, fmt="auto", path="the log", not_benchmark=""):
             found.append((parser.name, measurements, notes, getattr(parser, "devices", None)))
     if not found:
         if fmt == "auto":
-            raise ThroughputError(
+            raise NoThroughputLines(
                 "%s is in no known format: none of its %d lines is a throughput line of TorchTitan (step: N ... "
                 "tps: N), Composer (Train throughput/...: N), DeepSpeed (epoch=.../global_step=N, "
                 "...SamplesPerSec=N), or Megatron-LM (iteration N/ M | ... elapsed time per iteration), and it is "
                 "not the benchmark's JSON; check that it is the training log "
                 "with throughput logging on, or name its format%s" % (path, lines, not_benchmark))
-        raise ThroughputError("%s has no %s throughput lines (%d lines read): check the format option, or that "
-                              "throughput logging was on" % (path, fmt, lines))
+        raise NoThroughputLines("%s has no %s throughput lines (%d lines read): check the format option, or that "
+                                "throughput logging was on" % (path, fmt, lines))
     # A log that mixes formats (one launcher's output wrapped in another's) is
     # read as the one with the most measurements.
     found.sort(key=lambda item: -len(item[1]))

@@ -458,6 +458,12 @@ baseline_file:
                 time:
                   description: Modification time of the log in UTC, ISO 8601.
                   type: str
+no_throughput_lines:
+  description: >-
+    On failure, whether it failed because a log holds no throughput line of O(format) (or, with V(auto), of any
+    known format): a run that succeeded without logging its throughput, for a caller that allows one.
+  returned: failure
+  type: bool
 """
 
 import json
@@ -465,7 +471,8 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import DEFAULT_THRESHOLD, \
-    DEFAULT_WARMUP_STEPS, FORMATS, ThroughputError, baseline_file_state, throughput_report, write_atomically
+    DEFAULT_WARMUP_STEPS, FORMATS, NoThroughputLines, ThroughputError, baseline_file_state, throughput_report, \
+    write_atomically
 
 
 def argument_spec():
@@ -489,7 +496,7 @@ def main():
                                    threshold=params["threshold"], baseline=params["baseline"],
                                    save_baseline=params["save_baseline"], devices=params["devices"])
     except ThroughputError as exc:
-        module.fail_json(msg=str(exc), changed=False)
+        module.fail_json(msg=str(exc), changed=False, no_throughput_lines=isinstance(exc, NoThroughputLines))
     text = report.pop("baseline_text")
     # Ansible returns what module.warn() is given as the result's warnings.
     for warning in report.pop("warnings"):

@@ -9,7 +9,8 @@ import re
 import time
 
 import pytest
-from ansible_cli import deployment, playbook_in_background, run_playbook
+from ansible_cli import deployment, playbook_in_background, run_module, run_playbook
+from kubernetes import client
 
 pytestmark = pytest.mark.integration
 
@@ -143,6 +144,61 @@ def test_a_run_in_progress_is_not_killed_by_deploy_scale_or_teardown_unless_aske
         train = finish()
     assert train.failed and "run long-run-3 stopped: " in " ".join(train.failure_messages())
     assert launched_processes("long-run-3") == []
+
+
+def test_a_pod_deleted_while_the_run_runs_is_named_as_the_cause(deployed, tmp_path, api_client):
+    """A pod of a long run deleted by hand (as a drain, an eviction or a
+    kubectl delete would): the other rank then fails on its lost peer, and
+    the play's message leads with what happened to the pod, not with that
+    echo; no process of the run is left."""
+    core = client.CoreV1Api(api_client)
+    namespace = deployed["cluster_namespace"]
+    settings = dict(deployed, train_run_id="lost-pod", train_logs_dir=str(tmp_path), train_timeout=300,
+                    train_poll_interval=1, train_args=["--steps", "1000000"])
+    try:
+        with playbook_in_background("train.yml", "local", settings) as finish:
+            deadline = time.monotonic() + 120
+            while not looks_at_the_pods_started("lost-pod") and time.monotonic() < deadline:
+                time.sleep(0.2)
+            core.delete_namespaced_pod(APP + "-1", namespace)
+            run = finish()
+        assert run.failed
+        (message,) = run.failure_messages()
+        assert re.match(r"run lost-pod failed: pod h-kim-1 was (replaced|deleted) while the run ran", message), message
+            # Its peer failed on the lost pod, or was stopped after it: an echo, after the cause.
+        assert re.search(r"; h-kim-0 (failed \(exit status|was still running and was stopped)", message), message
+        assert message.endswith("logs: %s/lost-pod/" % tmp_path), message
+        assert launched_processes("lost-pod") == []
+    finally:
+        # The StatefulSet's new pod, Running before the next test trains.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=" + APP).items
+            if len(pods) == 2 and all(pod.status.phase == "Running" and not pod.metadata.deletion_timestamp
+                                      for pod in pods):
+                break
+            time.sleep(0.5)
+
+
+def test_a_script_that_logs_no_throughput_succeeds_and_says_it_was_not_measured(deployed, tmp_path, localcluster):
+    """train_workload: script runs the user's own script, which need not
+    log a trainer's throughput lines: its run succeeded, and the closing
+    line says the throughput was not reported and not judged."""
+    script = "import os\nprint('rank', os.environ['RANK'], 'done', flush=True)\n"
+    written = run_module("pods_exec", {
+        "kubeconfig": str(localcluster.KUBECONFIG), "namespace": deployed["cluster_namespace"],
+        "pods": [APP + "-0", APP + "-1"], "container": "trainer",
+        "command": ["bash", "-c", 'printf %s "$1" > quiet.py', "write", script]})
+    assert not written.get("failed"), written
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="quiet-script", train_workload="script",
+                                                  train_script="quiet.py", train_args=[],
+                                                  train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    said = run.last_words()
+    assert said.startswith("run quiet-script succeeded on 2 pod(s) x 1 process(es): throughput not reported (no "
+                           "throughput lines of a known trainer in rank 0's log); "), said
+    assert "; degradation not judged; logs and summary: %s/quiet-script/" % tmp_path in said
+    assert "rank 0 done" in (tmp_path / "quiet-script" / (APP + "-0.log")).read_text()
 
 
 def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
