@@ -28,6 +28,7 @@ import copy
 import json
 
 from .inventory_settings import setting_bool
+from .node_choice import VERIFIED_LABEL
 from .ownership import owner_labels
 # Where the image installs the in-pod code (files/Containerfile), and where
 # the autodetect role's ConfigMaps are mounted over it.
@@ -35,8 +36,6 @@ PLUGINS_DIR = "/opt/mlinfra/plugins"
 CODE_DIR = PLUGINS_DIR + "/module_utils"
 BIN_DIR = "/opt/mlinfra/files/bin"
 TRAIN_DIR = "/opt/mlinfra/files/train"
-# The label verify-rdma.yml -e verify_label_nodes=true gives the nodes that passed.
-VERIFIED_LABEL = "mlinfra.io/rdma-verified"
 # A ConfigMap's files as executables (0755).
 EXECUTABLE_MODE = 493
 
@@ -322,6 +321,10 @@ def node_affinity(settings):
     if setting_bool(settings, "statefulset_require_verified_nodes"):
         # Only nodes verify-rdma.yml -e verify_label_nodes=true passed.
         expressions.append({"key": VERIFIED_LABEL, "operator": "In", "values": ["true"]})
+    else:
+        # Never a node it failed; one it has not checked is taken. The
+        # cluster role's node check (node_choice) counts the same nodes.
+        expressions.append({"key": VERIFIED_LABEL, "operator": "NotIn", "values": ["false"]})
     return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": expressions}]}}
 

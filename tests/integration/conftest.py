@@ -36,6 +36,8 @@ os.environ["MLINFRA_LOCALCLUSTER_DIR"] = str(ROOT / ".work" / ("localcluster-tes
 # Held while a worker creates its cluster: kwokctl picks ports that are
 # free at that moment, and two creations at once could pick the same.
 CREATION_LOCK = ROOT / ".work" / "localcluster-test.lock"
+# Whether this worker's cluster is up (its fixture ran).
+STARTED = []
 
 
 def _load_localcluster():
@@ -61,6 +63,7 @@ def localcluster(request):
             with open(CREATION_LOCK, "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 lc.up()
+        STARTED.append(lc.WORK)
         yield lc
     finally:
         with capture.global_and_fixture_disabled():
@@ -72,6 +75,25 @@ def localcluster(request):
 def api_client(localcluster):
     """A kubernetes.client.ApiClient for the local cluster (its own kubeconfig)."""
     return config.new_client_from_config(config_file=str(localcluster.KUBECONFIG))
+
+
+# What verify-rdma.yml -e verify_label_nodes=true leaves on the nodes: the
+# verdicts by which a deployment keeps its pods off failed nodes.
+VERDICT_LABELS = ("mlinfra.io/rdma-verified", "mlinfra.io/rdma-verified-date")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nodes_without_verdicts(request):
+    """The nodes' verdicts are removed after each test file that used the
+    cluster: a node that one file's verify-rdma.yml failed would otherwise
+    take no pod in the next file on the same worker."""
+    yield
+    if not STARTED:
+        return
+    core = client.CoreV1Api(request.getfixturevalue("api_client"))
+    for node in core.list_node().items:
+        if set(VERDICT_LABELS) & set(node.metadata.labels or {}):
+            core.patch_node(node.metadata.name, {"metadata": {"labels": dict.fromkeys(VERDICT_LABELS)}})
 
 
 @pytest.fixture(scope="module")

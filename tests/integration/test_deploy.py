@@ -313,7 +313,7 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
 # tests/unit/plugins/module_utils/test_inventory_settings.py and through the
 # playbooks in test_hostile_input.py; these need the cluster.
 @pytest.mark.parametrize("extra,words", [
-    ({"replicas": 6}, "only 5 of the cluster_gpu_nodes take pods: moc-r4pcc04u36-nairr is cordoned"),
+    ({"replicas": 6}, "only 5 of the 6 cluster_gpu_nodes can take a pod: moc-r4pcc04u36-nairr is cordoned"),
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
     ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4); fix: lower cluster_gpus_per_node to what the "
                                    "node can allocate"),

@@ -45,5 +45,21 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         summary = json.loads((tmp_path / "train" / "chain" / "summary.json").read_text())
         assert summary["throughput"]["throughput"] > 0
         assert all(status["first_loss"] > status["latest_loss"] for status in summary["status"])
+        # 5. deploy.yml alone afterwards places the pods as site.yml did:
+        # nothing changes, no pod moves.
+        uids = {pod.metadata.uid for pod in pods.items}
+        again = run_playbook("deploy.yml", "local", settings)
+        assert not again.failed and again.changed == 0, again.failure_messages()
+        pods = core.list_namespaced_pod(settings["cluster_namespace"], label_selector="app.kubernetes.io/name=h-kim")
+        assert {pod.metadata.uid for pod in pods.items} == uids
+        # 6. The failed nodes take no pod: more replicas than the nodes that
+        # passed is refused before anything changes, naming them.
+        scaled = run_playbook("scale.yml", "local", dict(settings, replicas=4))
+        assert scaled.failed and scaled.changed == 0
+        (message,) = scaled.failure_messages()
+        assert message.startswith(
+            "replicas=4 but only 3 of the 6 cluster_gpu_nodes can take a pod: moc-r4pcc04u16-nairr, "
+            "moc-r4pcc04u25-nairr failed verify-rdma.yml (mlinfra.io/rdma-verified=false, "), message
+        assert "; moc-r4pcc04u36-nairr is cordoned (unschedulable); nothing was changed; fix: " in message
     finally:
         remove_namespace(api_client, settings["cluster_namespace"])

@@ -165,7 +165,7 @@ def test_a_pod_deleted_while_the_run_runs_is_named_as_the_cause(deployed, tmp_pa
         assert run.failed
         (message,) = run.failure_messages()
         assert re.match(r"run lost-pod failed: pod h-kim-1 was (replaced|deleted) while the run ran", message), message
-            # Its peer failed on the lost pod, or was stopped after it: an echo, after the cause.
+        # Its peer failed on the lost pod, or was stopped after it: an echo, after the cause.
         assert re.search(r"; h-kim-0 (failed \(exit status|was still running and was stopped)", message), message
         assert message.endswith("logs: %s/lost-pod/" % tmp_path), message
         assert launched_processes("lost-pod") == []
@@ -198,7 +198,9 @@ def test_a_script_that_logs_no_throughput_succeeds_and_says_it_was_not_measured(
     assert said.startswith("run quiet-script succeeded on 2 pod(s) x 1 process(es): throughput not reported (no "
                            "throughput lines of a known trainer in rank 0's log); "), said
     assert "; degradation not judged; logs and summary: %s/quiet-script/" % tmp_path in said
-    assert "rank 0 done" in (tmp_path / "quiet-script" / (APP + "-0.log")).read_text()
+    # (torchrun's copy of a worker's last lines to its own output may miss
+    # a worker that ends at once; the launcher's record of the exit does not)
+    assert "torchrun exited with 0" in (tmp_path / "quiet-script" / (APP + "-0.log")).read_text()
 
 
 def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):

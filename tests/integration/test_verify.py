@@ -209,23 +209,37 @@ def test_bad_settings_fail_before_any_probe(api_client, verify_ns, tmp_path, ext
     assert list(tmp_path.iterdir()) == []
 
 
-def test_deploy_can_require_nodes_that_verify_rdma_passed(api_client, verify_ns):
+def test_deploy_keeps_pods_off_nodes_verify_rdma_failed_and_can_require_passed_ones(api_client, verify_ns):
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     nodes = HEALTHY[:2]
-    settings = {"cluster_namespace": verify_ns, "cluster_gpu_nodes": nodes, "statefulset_require_verified_nodes": True}
+    settings = {"cluster_namespace": verify_ns, "cluster_gpu_nodes": nodes}
     labels = {"mlinfra.io/rdma-verified": "true", "mlinfra.io/rdma-verified-date": "2026-11-23"}
     try:
         core.patch_node(nodes[0], {"metadata": {"labels": labels}})
         core.patch_node(nodes[1], {"metadata": {"labels": dict(labels, **{"mlinfra.io/rdma-verified": "false"})}})
+        # By default: a node verify-rdma.yml failed takes no pod, so two
+        # replicas have one node.
         refused = run_playbook("deploy.yml", "local", settings)
         assert refused.failed
-        message = " ".join(refused.failure_messages())
-        assert "only 1 of the named nodes are labelled mlinfra.io/rdma-verified=true (%s)" % nodes[0] in message
-        assert "-e verify_label_nodes=true" in message
+        (message,) = refused.failure_messages()
+        assert message.startswith("replicas=2 but only 1 of the 2 cluster_gpu_nodes can take a pod: %s failed "
+                                  "verify-rdma.yml (mlinfra.io/rdma-verified=false, 2026-11-23); nothing was changed; "
+                                  "fix: lower replicas (-e replicas=1), or repair the nodes and run ansible-playbook "
+                                  "playbooks/verify-rdma.yml -i inventories/local -e verify_label_nodes=true"
+                                  % nodes[1]), message
+        # Asked for verified nodes only: the unlabelled one is left out too.
+        core.patch_node(nodes[1], {"metadata": {"labels": {key: None for key in labels}}})
+        strict = dict(settings, statefulset_require_verified_nodes=True)
+        refused = run_playbook("deploy.yml", "local", strict)
+        assert refused.failed
+        (message,) = refused.failure_messages()
+        assert ("only 1 of the 2 cluster_gpu_nodes can take a pod: %s is not labelled mlinfra.io/rdma-verified=true, "
+                "which statefulset_require_verified_nodes asks for" % nodes[1]) in message, message
         # Refused before anything was made: not even the namespace.
         assert verify_ns not in [item.metadata.name for item in core.list_namespace().items]
-        core.patch_node(nodes[1], {"metadata": {"labels": labels}})
-        deployed = run_playbook("deploy.yml", "local", settings)
+        for node in nodes:
+            core.patch_node(node, {"metadata": {"labels": labels}})
+        deployed = run_playbook("deploy.yml", "local", strict)
         assert not deployed.failed, deployed.failure_messages()
         terms = apps.read_namespaced_stateful_set(APP, verify_ns).spec.template.spec.affinity.node_affinity \
             .required_during_scheduling_ignored_during_execution.node_selector_terms
@@ -234,3 +248,29 @@ def test_deploy_can_require_nodes_that_verify_rdma_passed(api_client, verify_ns)
     finally:
         for node in nodes:
             core.patch_node(node, {"metadata": {"labels": {key: None for key in labels}}})
+
+
+def test_another_owners_probe_account_is_refused_before_any_probe(api_client, verify_ns, tmp_path):
+    """A namespace the deployment may use (cluster_allow_existing_namespace)
+    that holds someone's ServiceAccount of the probes' name: verify-rdma.yml
+    refuses before shipping code or starting a privileged pod, and leaves it
+    as it was."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": verify_ns}})
+    core.create_namespaced_service_account(verify_ns, {"metadata": {"name": APP + "-probe", "labels": {"team": "bob"}}})
+    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY,
+                                                    "cluster_allow_existing_namespace": True, "verify_pod_checks": False,
+                                                    "verify_report_dir": str(tmp_path)})
+    changed = [task["task"]["name"] for play in run.document["plays"] for task in play["tasks"]
+               if task["hosts"].get("localhost", {}).get("changed")]
+    # On the controller, its report directory is made first; on the cluster, nothing.
+    assert run.failed and set(changed) <= {"mlinfra.multinode.cluster : Make the directories this play writes its "
+                                           "results to"}, changed
+    (message,) = run.failure_messages()
+    assert message.startswith("verify-rdma.yml would change objects that this deployment (cluster_app_name={app} in "
+                              "namespace {ns}) did not create: ServiceAccount {ns}/{app}-probe (no app.kubernetes.io labels)"
+                              .format(app=APP, ns=verify_ns)), message
+    assert core.read_namespaced_service_account(APP + "-probe", verify_ns).metadata.labels == {"team": "bob"}
+    assert core.list_namespaced_pod(verify_ns).items == []
+    assert [item.metadata.name for item in core.list_namespaced_config_map(verify_ns).items
+            if item.metadata.name.startswith(APP)] == []

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlinfra.multinode contributors
+# Apache License 2.0 (see LICENSE)
+"""Which of the named GPU nodes can take a training pod, and the refusal
+when fewer than the replicas can, before anything is changed.
+
+A node cannot take one when it is cordoned, when verify-rdma.yml failed it
+(``mlinfra.io/rdma-verified=false``: the StatefulSet's affinity keeps pods
+off it, so a pod would wait for ever), or, with
+statefulset_require_verified_nodes, when verify-rdma.yml has not passed it.
+The affinity itself is workload_manifests.node_affinity; the two agree.
+
+Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+VERIFIED_LABEL = "mlinfra.io/rdma-verified"
+VERIFIED_DATE_LABEL = "mlinfra.io/rdma-verified-date"
+
+
+def usable_nodes(nodes, named, require_verified=False):
+    """The named nodes sorted by whether they can take a pod:
+    ``{usable, cordoned, failed, unverified}``, each a list of names in the
+    order of ``named``; ``failed`` entries are ``{name, date}``. ``nodes``:
+    the node objects (k8s_info's resources); a named node missing from them
+    is left out (its own check names it)."""
+    by_name = dict((node["metadata"]["name"], node) for node in nodes or [])
+    found = {"usable": [], "cordoned": [], "failed": [], "unverified": []}
+    for name in named:
+        node = by_name.get(name)
+        if node is None:
+            continue
+        labels = node["metadata"].get("labels") or {}
+        if (node.get("spec") or {}).get("unschedulable"):
+            found["cordoned"].append(name)
+        elif labels.get(VERIFIED_LABEL) == "false":
+            found["failed"].append({"name": name, "date": labels.get(VERIFIED_DATE_LABEL)})
+        elif require_verified and labels.get(VERIFIED_LABEL) != "true":
+            found["unverified"].append(name)
+        else:
+            found["usable"].append(name)
+    return found
+
+
+def _are(names):
+    return "%s %s" % (", ".join(names), "is" if len(names) == 1 else "are")
+
+
+def too_few_nodes(found, replicas, named_count, cluster_name):
+    """The refusal when fewer than ``replicas`` nodes are usable (``found``
+    from usable_nodes), naming each node left out, why, and the fix; ""
+    when there are enough."""
+    usable = len(found["usable"])
+    if usable >= replicas:
+        return ""
+    reasons, fixes = [], ["lower replicas (-e replicas=%d)" % usable if usable else "name other nodes"]
+    if found["failed"]:
+        dates = sorted(set(entry["date"] for entry in found["failed"] if entry["date"]))
+        reasons.append("%s failed verify-rdma.yml (%s=false%s)" % (
+            ", ".join(entry["name"] for entry in found["failed"]), VERIFIED_LABEL,
+            ", " + ", ".join(dates) if dates else ""))
+    if found["unverified"]:
+        reasons.append("%s not labelled %s=true, which statefulset_require_verified_nodes asks for" % (
+            _are(found["unverified"]), VERIFIED_LABEL))
+    if found["failed"] or found["unverified"]:
+        fixes.append("repair the nodes and run ansible-playbook playbooks/verify-rdma.yml -i inventories/%s -e "
+                     "verify_label_nodes=true (it labels the nodes that pass)" % cluster_name)
+    if found["cordoned"]:
+        reasons.append("%s cordoned (unschedulable)" % _are(found["cordoned"]))
+        fixes.append("uncordon a node once repaired (kubectl uncordon NODE)")
+    return "replicas=%d but only %d of the %d cluster_gpu_nodes can take a pod: %s; nothing was changed; fix: %s" % (
+        replicas, usable, named_count, "; ".join(reasons), ", or ".join(fixes))
