@@ -177,7 +177,12 @@ def test_booleans_typed_on_the_command_line_mean_what_they_say(tmp_path):
                                        train_compile="1", train_float8="On"))
     assert "hostNetwork" not in statefulset_of(off) and statefulset_of(on)["hostNetwork"] is True
     assert "/dev/infiniband" not in str(statefulset_of(off)) and "/dev/infiniband" in str(statefulset_of(on))
-    assert "rdma-verified" not in str(statefulset_of(off)) and "mlinfra.io/rdma-verified" in str(statefulset_of(on))
+    # "no": only the nodes verify-rdma.yml failed are left out; "TRUE": only the ones it passed are taken.
+    verified = [[expression for expression in statefulset_of(document)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+        if expression["key"] == "mlinfra.io/rdma-verified"] for document in (off, on)]
+    assert verified == [[{"key": "mlinfra.io/rdma-verified", "operator": "NotIn", "values": ["false"]}],
+                        [{"key": "mlinfra.io/rdma-verified", "operator": "In", "values": ["true"]}]]
     # The networks without the policies (host networking, the "on" case,
     # needs neither).
     kinds = [doc["kind"] for doc in off["sriov"]]
