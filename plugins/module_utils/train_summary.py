@@ -183,8 +183,9 @@ def failure_line(run_id, state, statuses, pod_logs, logs_dir, note="", fates=Non
         words.append(note.strip())
     words.extend("%s;" % fate for fate in (fates or {}).values())
     logs = dict((entry.get("pod"), entry.get("stdout") or "") for entry in pod_logs or [])
-    unsucceeded = [entry for entry in statuses or [] if _pod_words(entry)]
-    words.extend("%s;" % _pod_words(entry) for entry in unsucceeded)
+    described = [(entry, _pod_words(entry)) for entry in statuses or []]
+    unsucceeded = [entry for entry, said in described if said]
+    words.extend("%s;" % said for _entry, said in described if said)
     for entry in unsucceeded:
         if isinstance(entry.get("json"), dict) and entry["json"].get("state") == "running":
             continue
