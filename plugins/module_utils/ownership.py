@@ -33,7 +33,7 @@ _NAME_SUFFIXES = ("", "-probe", "-train", "-image")
 # Cluster-scoped kinds the collection creates; everything else it creates
 # lives in a namespace.
 _CLUSTER_SCOPED = frozenset(["Namespace", "ClusterRole", "ClusterRoleBinding", "SecurityContextConstraints",
-                             "Node"])
+                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Node"])
 
 
 def owner_labels(app):

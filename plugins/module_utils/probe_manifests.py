@@ -23,7 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .ownership import owner_labels
-from .workload_manifests import BIN_DIR, CODE_DIR, EXECUTABLE_MODE, PLUGINS_DIR
+from .workload_manifests import BIN_DIR, CODE_DIR, EXECUTABLE_MODE, PLUGINS_DIR, probe_account_name
 
 # Where the probe sees the node's /proc, /sys and /dev (MLINFRA_HOST_ROOT).
 HOST_ROOT = "/host"
@@ -44,10 +44,6 @@ def probe_manifests(settings):
         objects.append(probe_scc_binding(settings))
     objects.extend(probe_pod(settings, index, node) for index, node in enumerate(settings["cluster_gpu_nodes"]))
     return objects
-
-
-def probe_account_name(settings):
-    return settings["cluster_app_name"] + "-probe"
 
 
 def probe_labels(settings):

@@ -67,6 +67,42 @@ def shared_claim_name(settings):
     return settings["cluster_shared_claim_name"] or settings["cluster_app_name"] + "-workspace"
 
 
+# The autodetect role's ConfigMaps (<app><suffix>), which the pods mount.
+CODE_CONFIG_MAPS = ("-autodetect-code", "-autodetect-bin", "-autodetect-train")
+
+
+def probe_account_name(settings):
+    """The verify role's probes' ServiceAccount (probe_manifests)."""
+    return settings["cluster_app_name"] + "-probe"
+
+
+def deployment_refs(settings):
+    """Every object of the deployment's names that deploy.yml and
+    verify-rdma.yml may have made, whatever the other settings were then
+    (a deployment made with cluster_security_mode=ipc_lock still has its
+    SCC after the inventory says privileged): what teardown.yml deletes
+    once cluster_ownership has found it is the deployment's own. The
+    claims and the training runs' objects are found by their labels."""
+    namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
+    rbac, admission = "rbac.authorization.k8s.io/v1", "admissionregistration.k8s.io/v1"
+    scc_role = "%s-%s-scc" % (namespace, app)
+
+    def ref(api_version, kind, name, namespaced=True):
+        metadata = {"name": name, "namespace": namespace} if namespaced else {"name": name}
+        return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+
+    return ([ref("apps/v1", "StatefulSet", app), ref("v1", "Service", app + "-headless")]
+            + [ref("v1", "ConfigMap", app + suffix) for suffix in CODE_CONFIG_MAPS]
+            + [ref("v1", "ServiceAccount", app), ref(rbac, "RoleBinding", app + "-scc"),
+               ref(rbac, "ClusterRole", scc_role, namespaced=False),
+               ref("v1", "ServiceAccount", probe_account_name(settings)),
+               ref(rbac, "RoleBinding", probe_account_name(settings) + "-scc"),
+               ref("security.openshift.io/v1", "SecurityContextConstraints", ipc_lock_scc_name(settings),
+                   namespaced=False),
+               ref(admission, "ValidatingAdmissionPolicyBinding", host_path_policy_name(settings), namespaced=False),
+               ref(admission, "ValidatingAdmissionPolicy", host_path_policy_name(settings), namespaced=False)])
+
+
 def ipc_lock_scc_name(settings):
     return "%s-%s-ipc-lock" % (settings["cluster_namespace"], settings["cluster_app_name"])
 
@@ -84,6 +120,8 @@ def base_objects(settings):
     if settings["cluster_platform"] == "openshift":
         if settings["cluster_security_mode"] == "ipc_lock":
             objects.append(ipc_lock_scc(settings))
+            if _host_network(settings):
+                objects.extend(host_path_policy(settings))
         objects.extend(scc_access(settings))
     objects.append(headless_service(settings))
     return objects
@@ -126,6 +164,47 @@ def ipc_lock_scc(settings):
         "users": [],
         "groups": [],
     }
+
+
+def host_path_policy_name(settings):
+    return "%s-%s-host-paths" % (settings["cluster_namespace"], settings["cluster_app_name"])
+
+
+# The only directory of the host the pods mount (pod_volumes).
+HOST_PATHS = ("/dev/infiniband",)
+
+
+def host_path_policy(settings):
+    """An SCC allows hostPath volumes or none, whatever their path: the
+    IPC_LOCK SCC with the host network would let the deployment's account
+    mount / itself. The API server's own admission (a ValidatingAdmissionPolicy,
+    bound to the namespace) refuses a pod of that account that mounts any
+    other directory of the host."""
+    namespace, app = settings["cluster_namespace"], settings["cluster_app_name"]
+    name = host_path_policy_name(settings)
+    # Both names are DNS labels (checked_settings): safe inside a CEL string.
+    allowed = ", ".join("'%s'" % path for path in HOST_PATHS)
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": name, "labels": workload_labels(settings)},
+         "spec": {
+             "failurePolicy": "Fail",
+             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                     "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+             "matchConditions": [{"name": "deployment-account",
+                                  "expression": "object.spec.?serviceAccountName.orValue('default') == '%s'" % app}],
+             "validations": [{
+                 "expression": "object.spec.?volumes.orValue([]).all(v, !has(v.hostPath) || v.hostPath.path in [%s])"
+                               % allowed,
+                 "message": "pods of service account %s/%s may mount only %s from the host (mlinfra.multinode's "
+                            "policy %s: its SCC allows the host network and hostPath volumes)"
+                            % (namespace, app, ", ".join(HOST_PATHS), name)}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": name, "labels": workload_labels(settings)},
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {
+                      "kubernetes.io/metadata.name": namespace}}}}},
+    ]
 
 
 def scc_access(settings):
@@ -305,12 +384,12 @@ def pod_volumes(settings):
     volumes = [
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings["cluster_shm_size"]}},
         {"name": "mlinfra-run", "emptyDir": {}},
-        {"name": "autodetect-code", "configMap": {"name": app + "-autodetect-code"}},
-        {"name": "autodetect-bin", "configMap": {"name": app + "-autodetect-bin", "defaultMode": EXECUTABLE_MODE}},
-        {"name": "autodetect-train", "configMap": {"name": app + "-autodetect-train"}},
+        {"name": "autodetect-code", "configMap": {"name": app + CODE_CONFIG_MAPS[0]}},
+        {"name": "autodetect-bin", "configMap": {"name": app + CODE_CONFIG_MAPS[1], "defaultMode": EXECUTABLE_MODE}},
+        {"name": "autodetect-train", "configMap": {"name": app + CODE_CONFIG_MAPS[2]}},
     ]
     if _host_network(settings):
-        volumes.append({"name": "dev-infiniband", "hostPath": {"path": "/dev/infiniband"}})
+        volumes.append({"name": "dev-infiniband", "hostPath": {"path": HOST_PATHS[0]}})
     if settings["cluster_storage_mode"] == "shared":
         volumes.append({"name": "workspace", "persistentVolumeClaim": {"claimName": shared_claim_name(settings)}})
     return volumes

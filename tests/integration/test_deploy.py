@@ -1,6 +1,7 @@
 """deploy.yml, scale.yml and teardown.yml run by ansible-playbook against the
 local cluster (real API server, scheduler and controllers; kwok kubelets)."""
 
+import concurrent.futures
 import contextlib
 import datetime
 import getpass
@@ -149,10 +150,12 @@ def _scale_up_to_zero_and_back(api_client, ns):
 
 def privileges(api_client, namespace):
     """The service accounts (but the namespace's default), roles, bindings,
-    cluster roles and SCCs of a deployment in namespace."""
+    cluster roles, SCCs and admission policies of a deployment in namespace."""
     rbac = client.RbacAuthorizationV1Api(api_client)
-    sccs = dynamic.DynamicClient(api_client).resources.get(
-        api_version="security.openshift.io/v1", kind="SecurityContextConstraints").get().items
+    dyn = dynamic.DynamicClient(api_client)
+    sccs = dyn.resources.get(api_version="security.openshift.io/v1", kind="SecurityContextConstraints").get().items
+    policies = [item for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+                for item in dyn.resources.get(api_version="admissionregistration.k8s.io/v1", kind=kind).get().items]
     return sorted(
         ["ServiceAccount/" + a.metadata.name for a in client.CoreV1Api(api_client).list_namespaced_service_account(
             namespace).items if a.metadata.name != "default"]
@@ -160,7 +163,21 @@ def privileges(api_client, namespace):
         + ["RoleBinding/" + b.metadata.name for b in rbac.list_namespaced_role_binding(namespace).items]
         + ["ClusterRole/" + r.metadata.name for r in rbac.list_cluster_role().items
            if r.metadata.name.startswith(namespace + "-")]
-        + ["SecurityContextConstraints/" + c.metadata.name for c in sccs if c.metadata.name.startswith(namespace + "-")])
+        + ["SecurityContextConstraints/" + c.metadata.name for c in sccs if c.metadata.name.startswith(namespace + "-")]
+        + ["%s/%s" % (p.kind, p.metadata.name) for p in policies if p.metadata.name.startswith(namespace + "-")])
+
+
+def pod_admitted(api_client, namespace, account, host_path):
+    """Whether the API server admits (in a dry run) a pod of account that
+    mounts host_path from the host; else its refusal."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "host-path-probe"}, "spec": {
+        "serviceAccountName": account, "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "host", "hostPath": {"path": host_path}}]}}
+    try:
+        client.CoreV1Api(api_client).create_namespaced_pod(namespace, pod, dry_run="All")
+        return True
+    except client.ApiException as err:
+        return json.loads(err.body)["message"]
 
 
 def left_probe(api_client, namespace, node):
@@ -199,13 +216,28 @@ def plant_lock(api_client, namespace, holder):
 def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
     # OpenShift's objects too: its SCC of the IPC_LOCK capability and the RBAC
     # that lets the deployment's account use it (a prebuilt image: nothing
-    # here builds one).
+    # here builds one); with the host network, the policy that holds the
+    # SCC's hostPath volumes to /dev/infiniband.
     ns = {"cluster_namespace": deploy_ns, "cluster_platform": "openshift", "image_build": False,
-          "cluster_security_mode": "ipc_lock"}
-    assert not run_playbook("deploy.yml", "local", ns).failed
+          "cluster_security_mode": "ipc_lock", "cluster_host_network": True, "cluster_rdma_nics": []}
+    deployed = run_playbook("deploy.yml", "local", ns)
+    assert not deployed.failed, deployed.failure_messages()
+    policy = "%s-%s-host-paths" % (deploy_ns, APP)
     assert privileges(api_client, deploy_ns) == [
         "ClusterRole/%s-%s-scc" % (deploy_ns, APP), "RoleBinding/%s-scc" % APP,
-        "SecurityContextConstraints/%s-%s-ipc-lock" % (deploy_ns, APP), "ServiceAccount/" + APP]
+        "SecurityContextConstraints/%s-%s-ipc-lock" % (deploy_ns, APP), "ServiceAccount/" + APP,
+        "ValidatingAdmissionPolicy/" + policy, "ValidatingAdmissionPolicyBinding/" + policy]
+    # The API server's own admission: the deployment's account mounts
+    # /dev/infiniband and nothing else of the host; other accounts are not
+    # its business. (A new policy takes a moment to reach the admission.)
+    deadline = time.monotonic() + 30
+    while pod_admitted(api_client, deploy_ns, APP, "/") is True and time.monotonic() < deadline:
+        time.sleep(0.5)
+    refusal = pod_admitted(api_client, deploy_ns, APP, "/")
+    assert isinstance(refusal, str) and "pods of service account %s/%s may mount only /dev/infiniband from the " \
+        "host" % (deploy_ns, APP) in refusal, refusal
+    assert pod_admitted(api_client, deploy_ns, APP, "/dev/infiniband") is True
+    assert pod_admitted(api_client, deploy_ns, "default", "/") is True
     kept = claims(api_client, deploy_ns)
     # What an interrupted verify-rdma.yml or soak.yml leaves: its privileged
     # probe pod and account, as the verify role makes them. status.yml names
@@ -251,6 +283,30 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     purge = run_playbook("teardown.yml", "local", dict(ns, purge_workspaces=True))
     assert not purge.failed, purge.failure_messages()
     assert claims(api_client, deploy_ns) == {}
+
+
+def test_two_deploys_at_once_one_changes_the_deployment_the_other_is_refused_naming_it(api_client, deploy_ns):
+    ns = {"cluster_namespace": deploy_ns}
+    first = run_playbook("deploy.yml", "local", ns)
+    assert not first.failed, first.failure_messages()
+    # Two operators change one setting at the same moment; each waits at
+    # most 2 s for the other's lock (cluster_lock_wait).
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = dict((cpu, pool.submit(run_playbook, "deploy.yml", "local", dict(
+            ns, cluster_pod_cpu=cpu, cluster_lock_wait=2))) for cpu in ("30", "31"))
+        runs = dict((cpu, future.result()) for cpu, future in runs.items())
+    (winner,) = [cpu for cpu, run in runs.items() if not run.failed]
+    (loser,) = [cpu for cpu, run in runs.items() if run.failed]
+    (message,) = runs[loser].failure_messages()
+    assert message.startswith("another play changes this deployment: the lock %s/%s-lock is held by deploy.yml by "
+                              "%s@%s, pid " % (deploy_ns, APP, getpass.getuser(), socket.gethostname())), message
+    # Refused before it changed anything: the winner's setting is the one
+    # the StatefulSet and its pods have.
+    assert runs[loser].changed == 0
+    sts = client.AppsV1Api(api_client).read_namespaced_stateful_set(APP, deploy_ns)
+    trainer = [c for c in sts.spec.template.spec.containers if c.name == "trainer"][0]
+    assert trainer.resources.requests["cpu"] == winner
+    assert client.CoordinationV1Api(api_client).list_namespaced_lease(deploy_ns).items == []
 
 
 def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(api_client, deploy_ns):

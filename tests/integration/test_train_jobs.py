@@ -39,6 +39,11 @@ def objects(api_client, namespace, api_version, kind, run):
     return [item.metadata.name for item in found.items]
 
 
+def running_pods(api_client, namespace, run):
+    found = client.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="mlinfra.io/train-run=" + run)
+    return [pod.metadata.name for pod in found.items if pod.status.phase == "Running"]
+
+
 def test_an_indexed_job_trains_across_two_pods_and_is_summed_up(api_client, deployed, tmp_path):
     namespace = deployed["cluster_namespace"]
     run = run_playbook("train.yml", "local", dict(deployed, train_run_id="Job-OK", train_logs_dir=str(tmp_path)))
@@ -136,6 +141,17 @@ def test_stop_deletes_the_current_runs(api_client, deployed, tmp_path):
         while not objects(api_client, namespace, "batch/v1", "Job", "job-stopped"):
             assert time.monotonic() < deadline and not following.done(), "the run's Job never appeared"
             time.sleep(1)
+        # Teardown would kill it: refused, naming the run and its pods, once
+        # they run (runs_in_progress reads the runs' pods).
+        while len(running_pods(api_client, namespace, "job-stopped")) < 2:
+            assert time.monotonic() < deadline and not following.done(), "the run's pods never ran"
+            time.sleep(1)
+        refused = run_playbook("teardown.yml", "local", dict(deployed, cluster_lock_wait=30))
+        assert refused.failed
+        (message,) = refused.failure_messages()
+        assert message.startswith("run job-stopped is in progress (job start mode, pod(s) job-stopped-0-"), message
+        assert "teardown.yml deletes the pods, which would kill it" in message
+        assert objects(api_client, namespace, "batch/v1", "Job", "job-stopped") == ["job-stopped"]
         stopped = run_playbook("train.yml", "local", dict(deployed, stop=True))
         assert not stopped.failed, stopped.failure_messages()
         (said,) = stopped.results("Say what was stopped")

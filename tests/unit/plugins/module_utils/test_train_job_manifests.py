@@ -543,3 +543,24 @@ def test_pod_states_read_the_modes_container():
 
 def test_pod_states_of_nothing():
     assert tj.pod_states([], "job") == []
+
+
+# ------------------------------------------------------------------ teardown
+
+def test_teardown_deletes_every_kind_of_object_a_run_makes_by_the_labels_it_has(oke):
+    """roles/train/tasks/teardown.yml deletes, by the runs' labels, each kind
+    of train_job_kinds and train_run_extra_kinds (roles/train/vars): every
+    object of every start mode is of one of those kinds and carries them."""
+    with open(os.path.join(REPO, "roles", "train", "vars", "main.yml")) as handle:
+        train_vars = yaml.safe_load(handle)
+    deleted = {(kind["api_version"], kind["kind"])
+               for kind in list(train_vars["train_job_kinds"].values()) + train_vars["train_run_extra_kinds"]}
+    app = oke["metadata"]["name"]
+    made = set()
+    for mode in tj.MODES:
+        for obj in make(oke, mode):
+            made.add((obj["apiVersion"], obj["kind"]))
+            labels = obj["metadata"]["labels"]
+            assert labels["app.kubernetes.io/name"] == app + "-train", (mode, obj["kind"])
+            assert labels["app.kubernetes.io/managed-by"] == "mlinfra.multinode", (mode, obj["kind"])
+    assert made == deleted

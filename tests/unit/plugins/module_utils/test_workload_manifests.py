@@ -8,8 +8,9 @@ import json
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
+from ansible_collections.mlinfra.multinode.plugins.module_utils.probe_manifests import probe_manifests
 from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import (
-    unchangeable_settings, workload_manifests)
+    deployment_refs, unchangeable_settings, workload_manifests)
 
 from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip
 
@@ -135,6 +136,67 @@ def test_the_ipc_lock_scc_allows_the_host_only_with_host_networking(host):
     assert (scc["allowHostNetwork"], scc["allowHostPorts"], scc["allowHostDirVolumePlugin"]) == (host, host, host)
     assert ("hostPath" in scc["volumes"]) is host
     assert scc["allowedCapabilities"] == ["IPC_LOCK"] and scc["allowPrivilegedContainer"] is False
+
+
+def test_the_host_paths_an_ipc_lock_scc_allows_are_held_to_dev_infiniband_by_a_policy():
+    manifests = build(cluster_platform="openshift", cluster_security_mode="ipc_lock", cluster_host_network=True,
+                      cluster_rdma_nics=[])
+    assert kinds(manifests) == ["Namespace", "ServiceAccount", "SecurityContextConstraints",
+                                "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole",
+                                "RoleBinding", "Service"]
+    policy, binding = [obj for obj in manifests["base"] if obj["kind"].startswith("ValidatingAdmission")]
+    name = "mlinfra-local-h-kim-host-paths"
+    assert policy["metadata"]["name"] == binding["metadata"]["name"] == binding["spec"]["policyName"] == name
+    # Pods of the deployment's account (the one the SCC is bound to) in its
+    # namespace; the expressions are run by the API server in
+    # tests/integration/test_deploy.py.
+    assert policy["spec"]["matchConditions"][0]["expression"].endswith("== 'h-kim'")
+    assert binding["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "mlinfra-local"}}}
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    (rule,) = policy["spec"]["validations"]
+    assert "['/dev/infiniband']" in rule["expression"]
+    assert [volume["hostPath"]["path"] for volume in pod_spec(manifests)["volumes"] if "hostPath" in volume] == [
+        "/dev/infiniband"]
+    # Without the host network the SCC allows no hostPath: no policy.
+    for changes in ({"cluster_host_network": False}, {"cluster_security_mode": "privileged"},
+                    {"cluster_platform": "kubernetes"}):
+        settings = dict({"cluster_platform": "openshift", "cluster_security_mode": "ipc_lock",
+                         "cluster_host_network": True, "cluster_rdma_nics": []}, **changes)
+        assert "ValidatingAdmissionPolicy" not in kinds(build(**settings)), changes
+
+
+def named(objects):
+    return [(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")) for obj in objects]
+
+
+@pytest.mark.parametrize("inventory", ["local", "moc", "oke", "barcelona"])
+def test_teardown_names_every_object_any_settings_make(inventory):
+    """deployment_refs is what teardown.yml deletes by name: every object of
+    the statefulset role's and the probes' manifests, whichever platform,
+    security and network settings made them (the claims and the training
+    runs' objects go by their labels)."""
+    every = set()
+    for platform in ("openshift", "kubernetes"):
+        for mode in ("privileged", "ipc_lock"):
+            for host in (False, True):
+                settings = inventory_settings(inventory, cluster_platform=platform, cluster_security_mode=mode,
+                                              cluster_host_network=host,
+                                              **({"cluster_rdma_nics": []} if host else {}))
+                manifests = workload_manifests(settings)
+                every.update(named(manifests["base"] + [manifests["statefulset"]]))
+                every.update(("ConfigMap", volume["configMap"]["name"], settings["cluster_namespace"])
+                             for volume in pod_spec(manifests)["volumes"] if "configMap" in volume)
+                every.update(named(obj for obj in probe_manifests(dict(
+                    settings, verify_probe_image="probe:1", verify_probe_timeout=60, stay_seconds=60))
+                    if obj["kind"] != "Pod"))
+    # The namespace stays (teardown never deletes it).
+    every.discard(("Namespace", inventory_settings(inventory)["cluster_namespace"], None))
+    refs = deployment_refs(inventory_settings(inventory))
+    assert set(named(refs)) == every
+    # Bindings go before what they bind.
+    order = [ref[0] for ref in named(refs)]
+    assert order.index("ValidatingAdmissionPolicyBinding") < order.index("ValidatingAdmissionPolicy")
 
 
 # OpenShift's restricted-v2 SCC, the fields that make it restricted: the
