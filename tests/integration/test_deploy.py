@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from ansible_cli import remove_namespace, run_playbook
+from ansible_cli import playbook_in_background, remove_namespace, run_playbook
 from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
@@ -180,21 +180,23 @@ def pod_admitted(api_client, namespace, account, host_path):
         return json.loads(err.body)["message"]
 
 
-def left_probe(api_client, namespace, node):
-    """A probe pod and its account as the verify role makes them
-    (probe_manifests), left behind on node; the pod's name."""
-    from ansible_collections.mlinfra.multinode.plugins.module_utils.probe_manifests import probe_manifests
-    objects = probe_manifests({
-        "cluster_name": "local", "cluster_namespace": namespace, "cluster_app_name": APP,
-        "cluster_platform": "kubernetes", "cluster_gpu_nodes": [node], "cluster_image_pull_policy": "IfNotPresent",
-        "verify_probe_image": "registry.access.redhat.com/ubi9/python-312:latest", "verify_probe_timeout": 300,
-        "stay_seconds": 3600})
-    core = client.CoreV1Api(api_client)
-    (account,) = [item for item in objects if item["kind"] == "ServiceAccount"]
-    (pod,) = [item for item in objects if item["kind"] == "Pod"]
-    core.create_namespaced_service_account(namespace, account)
-    core.create_namespaced_pod(namespace, pod)
-    return pod["metadata"]["name"]
+def running_probes(api_client, namespace):
+    found = client.CoreV1Api(api_client).list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/name=%s-probe" % APP).items
+    return sorted((pod.metadata.name, pod.spec.node_name) for pod in found if pod.status.phase == "Running")
+
+
+def interrupted_soak(api_client, settings, report_dir):
+    """soak.yml killed (as a lost controller is) once its privileged probes
+    run, before it could delete them; the (probe, node) it left."""
+    with playbook_in_background("soak.yml", "local", dict(settings, soak_runs=3, soak_report_dir=str(report_dir))):
+        deadline, seen = time.monotonic() + 120, []
+        # Every probe made, and no more coming.
+        while not seen or running_probes(api_client, settings["cluster_namespace"]) != seen:
+            assert time.monotonic() < deadline, "the soak's probes never ran"
+            seen = running_probes(api_client, settings["cluster_namespace"])
+            time.sleep(2)
+    return seen
 
 
 def plant_lock(api_client, namespace, holder):
@@ -213,7 +215,7 @@ def plant_lock(api_client, namespace, holder):
     leases.replace_namespaced_lease(APP + "-lock", namespace, body)
 
 
-def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns):
+def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api_client, deploy_ns, tmp_path):
     # OpenShift's objects too: its SCC of the IPC_LOCK capability and the RBAC
     # that lets the deployment's account use it (a prebuilt image: nothing
     # here builds one); with the host network, the policy that holds the
@@ -239,14 +241,13 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     assert pod_admitted(api_client, deploy_ns, APP, "/dev/infiniband") is True
     assert pod_admitted(api_client, deploy_ns, "default", "/") is True
     kept = claims(api_client, deploy_ns)
-    # What an interrupted verify-rdma.yml or soak.yml leaves: its privileged
-    # probe pod and account, as the verify role makes them. status.yml names
-    # the pod; teardown.yml deletes both.
-    probe = left_probe(api_client, deploy_ns, GPU_NODES[0])
+    # A soak whose controller is lost (killed) once its privileged probes
+    # run: status.yml names them; teardown.yml deletes them and their account.
+    left = interrupted_soak(api_client, ns, tmp_path)
     status = run_playbook("status.yml", "local", ns)
     assert not status.failed, status.failure_messages()
-    assert "privileged probe pods: %s on %s (verify-rdma.yml or soak.yml runs, or was interrupted; teardown.yml " \
-           "deletes them)" % (probe, GPU_NODES[0]) in status.last_words()
+    assert "privileged probe pods: %s (verify-rdma.yml or soak.yml runs, or was interrupted; teardown.yml " \
+           "deletes them)" % ", ".join("%s on %s" % probe for probe in left) in status.last_words()
     # Another play's lock, taken from another controller host: teardown waits
     # cluster_lock_wait seconds, then refuses naming it, deleting nothing.
     foreign = "deploy.yml by alice@elsewhere, pid 7 (start 1)"
