@@ -167,7 +167,7 @@ class PlaybookRun:
         return messages
 
 
-def _playbook_command(playbook, inventory, extra_vars=None, check=False, tags=None):
+def playbook_command(playbook, inventory, extra_vars=None, check=False, tags=None):
     cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(REPO, "playbooks", playbook),
            "-i", os.path.join(REPO, "inventories", inventory)]
     if inventory == "local" and LOCAL_PORTS:
@@ -182,7 +182,7 @@ def _playbook_command(playbook, inventory, extra_vars=None, check=False, tags=No
 
 
 def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
-    cmd = _playbook_command(playbook, inventory, extra_vars, check, tags)
+    cmd = playbook_command(playbook, inventory, extra_vars, check, tags)
     with _timed(playbook):
         proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, check=False)
@@ -194,7 +194,7 @@ def playbook_in_background(playbook, inventory, extra_vars=None, timeout=900):
     """Starts ansible-playbook and yields a function that waits for it to end
     and returns its PlaybookRun: for tests that act on the cluster while a
     playbook runs. The process is killed if the test leaves early."""
-    cmd = _playbook_command(playbook, inventory, extra_vars)
+    cmd = playbook_command(playbook, inventory, extra_vars)
     with _timed(playbook):
         proc = subprocess.Popen(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 universal_newlines=True)

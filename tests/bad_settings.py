@@ -33,6 +33,7 @@ BAD = [
     ("train_compile", "enabled", "is not a boolean", "give true or false"),
     # Named as typed on the command line (deploy.yml -e stop_running=...).
     ("stop_running", "maybe", "stop_running is not a boolean", "give true or false"),
+    ("stop", "maybe", "stop is not a boolean", "give true or false"),
     # whole numbers and their ranges
     ("replicas", "-1", "is out of range", "0 or more"),
     ("replicas", "six", "is not a whole number", "whole number"),
@@ -76,6 +77,13 @@ BAD = [
     ("cluster_shared_claim_name", "Workspace", "is not a DNS subdomain", "DNS subdomain"),
     ("cluster_gpu_nodes", ["node-a", "Node B"], "is not a DNS subdomain", "DNS subdomain"),
     ("cluster_gpu_nodes", "node-a", "is not a list", "give a list"),
+    # A NIC without its resource (the argument spec printed itself whole).
+    ("cluster_rdma_nics", [{"name": "eno5np0-network"}], "entry 'eno5np0-network' has no resource",
+     "write each NIC as {name: eno5np0-network, resource: openshift.io/eno5np0rdma"),
+    ("cluster_rdma_nics", [{"name": "eno5np0-network", "resource": "openshift.io/eno5np0", "vfs": 4}],
+     "has vfs, which a NIC does not", "write each NIC as"),
+    ("cluster_rdma_nics", [{"name": "eno5np0-network", "resource": "eno5np0 rdma"}], "is not a resource name",
+     "write each NIC as"),
     ("sriov_operator_namespace", "sriov operator", "is not a DNS label", "lower-case letters"),
     ("train_volcano_queue", "Default Queue", "is not a DNS label", "lower-case letters"),
     ("train_queue_name", "Team A", "is not a LocalQueue name", "lower-case letters"),

@@ -18,6 +18,7 @@ stay in the cluster role; these need only the variables.
 
 from __future__ import absolute_import, division, print_function
 
+import difflib
 import math
 import re
 
@@ -220,6 +221,39 @@ def _dict_list(value):
     return to_list(value, to_dict)
 
 
+NIC_FIELDS = ("name", "resource", "pf", "netdev")
+_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _nic(value):
+    """One RDMA NIC: its network's name and the extended resource of its
+    virtual functions (both required), the physical function and the name
+    inside the pod."""
+    nic = to_dict(value)
+    example = "{name: eno5np0-network, resource: openshift.io/eno5np0rdma, pf: eno5np0, netdev: net1}"
+    unknown = sorted(set(nic) - set(NIC_FIELDS))
+    if unknown:
+        raise Refused("entry %r has %s, which a NIC does not (it has %s)" % (
+            nic.get("name"), ", ".join(unknown), ", ".join(NIC_FIELDS)), "write each NIC as %s" % example)
+    for field in ("name", "resource"):
+        if not nic.get(field):
+            raise Refused("entry %r has no %s" % (nic.get("name"), field), "write each NIC as %s" % example)
+    try:
+        to_text(nic["name"], DNS_SUBDOMAIN, "a network name", 253, empty=False)
+        to_text(nic["resource"], _RESOURCE, "a resource name", 253, empty=False)
+        for field in ("pf", "netdev"):
+            if nic.get(field) is not None:
+                to_text(nic[field], re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,14}$"), "an interface name", 15)
+    except Refused as refused:
+        raise Refused("entry %r: %s" % (nic.get("name"), refused.problem),
+                      "write each NIC as %s" % example)
+    return nic
+
+
+def _nic_list(value):
+    return to_list(value, _nic)
+
+
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -285,7 +319,7 @@ SETTINGS = {
     "cluster_gpus_per_node": _count(1),
     "cluster_network_mode": _choice("rdma", "tcp"),
     "cluster_host_network": _bool,
-    "cluster_rdma_nics": _dict_list,
+    "cluster_rdma_nics": _nic_list,
     "cluster_rdma_network_type": _choice("sriov", "host-device", "macvlan", "ipoib"),
     "cluster_rdma_mtu": _count(*MTU_RANGE),
     "cluster_rdma_shared_resource": _text(LABEL_KEY, "a resource name such as rdma/rdma_shared_device_a"),
@@ -309,6 +343,7 @@ SETTINGS = {
     "cluster_nodes_before_sriov": _bool,
     "cluster_allow_system_namespace": _bool,
     "cluster_allow_existing_namespace": _bool,
+    "cluster_allow_unknown_settings": _bool,
     "cluster_check_nodes": _bool,
     # sriov
     "sriov_operator_namespace": NAME,
@@ -415,6 +450,8 @@ SETTINGS = {
     # deploy.yml, scale.yml and teardown.yml: -e stop_running=true (the
     # train role reads it as train_stop_running).
     "stop_running": _bool,
+    # train.yml: -e stop=true (read as train_stop).
+    "stop": _bool,
     "train_local_batch_size": _count(1),
     "train_seq_len": _count(1),
     "train_dp_shard": _count(-1),
@@ -476,12 +513,72 @@ def _across(values):
     return found
 
 
+# ------------------------------------------------------------------- names
+
+# The roles' prefixes: a variable named so is meant for the collection.
+ROLE_PREFIXES = ("cluster", "sriov", "image", "statefulset", "autodetect", "verify", "soak", "train", "purge")
+_PREFIXED = re.compile(r"^(%s)_" % "|".join(ROLE_PREFIXES))
+# Short names a playbook takes with -e, and the role variable each sets: a
+# refusal names the one typed.
+ALIASES = {"stop": "train_stop", "stop_running": "train_stop_running"}
+DOCS = "docs/inventory.md"
+
+
+def unknown_names(names, known, offered):
+    """[(name, the nearest offered name or None)] for each of ``names`` that
+    looks meant for the collection but is not one of its variables
+    (``known``: everything the roles and playbooks define, their own facts
+    included): a role's prefix (verify_bench_pairwse), or close to a short
+    name the playbooks take (replica for replicas). ``offered``: the names
+    a user sets, to suggest from."""
+    offered = sorted(offered)
+    short = [name for name in offered if not _PREFIXED.match(name)]
+    found = []
+    for name in sorted(set(names) - set(known)):
+        if _PREFIXED.match(name):
+            nearest = difflib.get_close_matches(name, offered, 1, 0.75)
+        else:
+            nearest = difflib.get_close_matches(name, short, 1, 0.8)
+            if not nearest:
+                continue
+        found.append((name, nearest[0] if nearest else None))
+    return found
+
+
+def _name_errors(values, variables, names, collection, given):
+    """Unknown names, and required settings that are not set."""
+    errors = []
+    if not values.get("cluster_allow_unknown_settings"):
+        for name, nearest in unknown_names(names, collection["known"], collection["offered"]):
+            where = "given with -e" if name in given else "set in the inventory or the play"
+            problem = "%s (%s) is not a variable of mlinfra.multinode%s" % (
+                name, where, "; did you mean %s?" % nearest if nearest else "")
+            fix = "%s (%s lists every one), or set cluster_allow_unknown_settings=true to pass names the collection " \
+                  "does not know" % ("write %s" % nearest if nearest else "correct the name", DOCS)
+            # Its value is not the problem: not shown.
+            errors.append({"variable": name, "value": variables.get(name), "problem": problem, "fix": fix,
+                           "message": "%s; fix: %s" % (problem, fix)})
+    for name in collection.get("required", ()):
+        if name not in names or variables.get(name) is None:
+            fix = "set it in the inventory's group_vars (%s, ### %s)" % (DOCS, name)
+            errors.append({"variable": name, "value": None, "problem": "%s is not set" % name, "fix": fix,
+                           "message": "%s is not set; fix: %s" % (name, fix)})
+    return errors
+
+
 # ------------------------------------------------------------------ entry
 
-def check_settings(variables):
+def check_settings(variables, names=None, collection=None, given=()):
     """{"values": converted values by name, "errors": [{variable, value,
     problem, fix, message}]} for the known variables among ``variables``
-    (a mapping of name to value as Ansible sees it)."""
+    (a mapping of name to value as Ansible sees it).
+
+    With ``collection`` ({"known", "offered", "required"}: the names the
+    roles and playbooks define, those a user sets, and those that must be
+    set), ``names`` (every variable name the play sees) are checked too:
+    a name that looks meant for the collection but is not one of its
+    variables is refused with the nearest one, and a required one that is
+    missing is named. ``given``: the names given with -e."""
     values, errors = {}, []
     for name in sorted(SETTINGS):
         if name not in variables:
@@ -497,6 +594,13 @@ def check_settings(variables):
             errors.append(_error(name, variables[name], "%s %s" % (name, refused.problem), refused.fix))
     for name, value, problem, fix in _across(values):
         errors.append(_error(name, value, problem, fix))
+    # -e stop=maybe is refused as stop, not as the train_stop it sets.
+    refused = set(error["variable"] for error in errors)
+    errors = [error for error in errors if not any(
+        error["variable"] == target and alias in refused for alias, target in ALIASES.items())]
+    if collection is not None:
+        errors = _name_errors(values, variables, names if names is not None else list(variables), collection,
+                              set(given)) + errors
     return {"values": values, "errors": errors}
 
 

@@ -196,3 +196,38 @@ def failure_line(run_id, state, statuses, pod_logs, logs_dir, note="", fates=Non
             words.append("last lines of %s: %s;" % (entry.get("pod"), " | ".join(lines)))
     words.append("logs: %s/" % logs_dir.rstrip("/"))
     return " ".join(words)
+
+
+# -- what -e stop=true did ----------------------------------------------------
+
+def stop_line(pods):
+    """What stopping the current run in each pod did: pods is pods_exec's
+    entries of ``mlinfra-train stop`` (pod, json). A pod whose run had
+    already ended, or that never ran one, had nothing to stop: the line
+    says so rather than list the ended run's state as if it was stopped."""
+    stopped, ended, idle, silent = [], [], [], []
+    for item in pods:
+        answer = item.get("json") if isinstance(item.get("json"), dict) else None
+        if answer is None:
+            silent.append(item.get("pod"))
+        elif answer.get("stopped"):
+            left = answer.get("left") or []
+            stopped.append("%s (run %s%s)" % (item.get("pod"), answer.get("run_id"),
+                                               "; left running: %s" % ", ".join(str(pid) for pid in left)
+                                               if left else ""))
+        elif answer.get("state") == "not-started" or not answer.get("run_id"):
+            idle.append(item.get("pod"))
+        else:
+            ended.append("%s (run %s had %s)" % (item.get("pod"), answer.get("run_id"), answer.get("state")))
+    parts = []
+    if stopped:
+        parts.append("stopped the run in " + ", ".join(stopped))
+    if not stopped:
+        parts.append("nothing to stop: no run was going")
+    if ended:
+        parts.append("already ended in " + ", ".join(ended))
+    if idle:
+        parts.append("no run started in " + ", ".join(idle))
+    if silent:
+        parts.append("no answer from " + ", ".join(silent))
+    return "; ".join(parts)

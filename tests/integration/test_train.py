@@ -139,6 +139,8 @@ def test_a_run_in_progress_is_not_killed_by_deploy_scale_or_teardown_unless_aske
         assert launched_processes("long-run-3"), "a refusal stopped the run"
         stopped = run_playbook("deploy.yml", "local", dict(deployed, stop_running=True))
         assert not stopped.failed, stopped.failure_messages()
+        (said,) = stopped.results("Say what was stopped")
+        assert said["msg"] == "stopped the run in h-kim-0 (run long-run-3), h-kim-1 (run long-run-3)", said["msg"]
         (said,) = stopped.results("Say which runs were stopped before going on")
         assert said["msg"].strip() == "stopped run long-run-3 (h-kim-0, h-kim-1) before going on (stop_running=true)"
         train = finish()
@@ -232,6 +234,13 @@ def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):
     message = " ".join(run.failure_messages())
     assert "run demo-slow was still running after train_timeout=20 s; every rank was stopped (0 pod(s) left" in message
     assert launched_processes("demo-slow") == []
+    # Stopping it again: nothing to stop, and said so (it used to list the
+    # ended run's state as if this had stopped it).
+    again = run_playbook("train.yml", "local", dict(deployed, stop=True))
+    assert not again.failed, again.failure_messages()
+    (said,) = again.results("Say what was stopped")
+    assert re.match(r"nothing to stop: no run was going; already ended in h-kim-0 \(run demo-slow had \w+\), "
+                    r"h-kim-1 \(run demo-slow had \w+\)$", said["msg"]), said["msg"]
 
 
 def test_soak_repeats_a_short_training_run_and_judges_each(deployed, tmp_path):

@@ -153,3 +153,20 @@ def test_a_pod_that_gave_no_status_is_named_with_the_exec_s_error_never_an_empty
                         note="every rank was stopped after train_timeout=20 s;")
     assert line.startswith("run r timed-out: every rank was stopped after train_timeout=20 s; p-0 failed")
     assert "last lines of p-0: launcher line | torchrun: ChildFailedError; logs: /l/" in line
+
+
+def test_a_stop_that_stopped_runs_names_them_and_what_was_left():
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import stop_line
+    pods = [{"pod": "p-0", "json": {"stopped": True, "run_id": "r1", "state": "stopped", "left": []}},
+            {"pod": "p-1", "json": {"stopped": True, "run_id": "r1", "state": "stopped", "left": [41, 42]}}]
+    assert stop_line(pods) == "stopped the run in p-0 (run r1), p-1 (run r1; left running: 41, 42)"
+
+
+def test_a_stop_with_nothing_going_says_so_pod_by_pod():
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import stop_line
+    pods = [{"pod": "p-0", "json": {"stopped": False, "run_id": "r1", "state": "succeeded"}},
+            {"pod": "p-1", "json": {"state": "not-started"}},
+            {"pod": "p-2", "json": None, "error": "exec failed"}]
+    assert stop_line(pods) == ("nothing to stop: no run was going; already ended in p-0 (run r1 had succeeded); "
+                               "no run started in p-1; no answer from p-2")
+    assert stop_line([]) == "nothing to stop: no run was going"
