@@ -65,7 +65,10 @@ stage_pytest() {
 
 stage_lint() {
   local status=0
-  "$VENV/bin/ansible-lint" --nocolor --offline || status=1
+  # Its syntax check runs each playbook without an inventory, where
+  # ansible.cfg's host_pattern_mismatch=error (a misspelt -i fails) would
+  # stop it at the first play's hosts.
+  ANSIBLE_HOST_PATTERN_MISMATCH=warning "$VENV/bin/ansible-lint" --nocolor --offline || status=1
   # The changelog fragments (changelogs/fragments/) and the released versions
   # (changelogs/changelog.yaml) that `antsibull-changelog release` turns into
   # CHANGELOG.md: a malformed one would only show at release time.

@@ -48,6 +48,10 @@ def fabric_fitness(report, fail_on):
         raise AnsibleFilterError("%s; fix the -e value or the inventory's group_vars" % error)
 
 
+def fitness_line(report, fitness, fail_on, report_path):
+    return verdicts.fitness_line(report, fitness, fail_on, report_path)
+
+
 def run_state(pods):
     return verdicts.run_state(_list(pods, "run_state"))
 
@@ -82,6 +86,7 @@ class FilterModule(object):
             "bench_verdict": bench_verdict,
             "verify_report": verify_report,
             "fabric_fitness": fabric_fitness,
+            "fitness_line": fitness_line,
             "run_state": run_state,
             "job_run_state": job_run_state,
             "soak_report": soak_report,

@@ -83,7 +83,16 @@ class Expectations:
 
 def _result(name, status, message, remediation=None, data=None):
     return {"name": name, "status": status, "message": message,
-            "remediation": remediation or "", "data": data if data is not None else {}}
+            "remediation": remediation or "", "data": data if data is not None else {}, "not_applicable": False}
+
+
+def _not_applicable(name, message, data=None):
+    """A skip because the check has nothing to look at by design (tcp mode,
+    InfiniBand ports for a RoCE check), told apart from a skip because what
+    it needed could not be read: only the latter is left unchecked."""
+    result = _result(name, SKIP, message, data=data)
+    result["not_applicable"] = True
+    return result
 
 
 def _rdma_ports(facts):
@@ -148,7 +157,7 @@ def check_gpudirect_rdma(facts, expect):
     data = facts["gpudirect"]
     peermem, dmabuf, dmabuf_reason = data["peermem_modules"], data["dmabuf"], data["dmabuf_reason"]
     if not expect.rdma:
-        return _result("gpudirect_rdma", SKIP, "not used in tcp mode", data=data)
+        return _not_applicable("gpudirect_rdma", "not used in tcp mode", data=data)
     if peermem:
         return _result("gpudirect_rdma", PASS, "%s loaded" % peermem[0], data=data)
     if dmabuf:
@@ -177,7 +186,7 @@ def check_rdma_devices(facts, expect):
         if devices:
             return _result("rdma_devices", PASS, "%d RDMA device(s), not used in tcp mode: %s" % (len(devices), names),
                            data=data)
-        return _result("rdma_devices", SKIP, "no RDMA devices; not needed in tcp mode", data=data)
+        return _not_applicable("rdma_devices", "no RDMA devices; not needed in tcp mode", data=data)
     wanted = expect.rdma_devices if expect.rdma_devices is not None else 1
     if not devices:
         mlx5 = facts["modules"]["modules"]["mlx5_core"]["loaded"]
@@ -198,7 +207,7 @@ def check_rdma_link(facts, expect):
                        "phys_state": port["phys_state"], "rate": port["rate"], "rate_gbps": port["rate_gbps"],
                        "link_layer": port["link_layer"]} for dev, port in ports]}
     if not ports:
-        return _result("rdma_link", SKIP, "no RDMA ports", data=data)
+        return _not_applicable("rdma_link", "no RDMA ports", data=data)
     down = ["%s/%s %s (%s)" % (dev["name"], port["port"], port["state"] or "state unknown",
                                port["phys_state"] or "physical state unknown")
             for dev, port in ports if port["state"] != "ACTIVE" or port["phys_state"] != "LinkUp"]
@@ -223,7 +232,7 @@ def check_rdma_link(facts, expect):
 def check_roce_gid(facts, expect):
     roce = [(dev, port) for dev, port in _rdma_ports(facts) if port["link_layer"] == "Ethernet"]
     if not roce:
-        return _result("roce_gid", SKIP, "no RoCE (Ethernet link layer) ports")
+        return _not_applicable("roce_gid", "no RoCE (Ethernet link layer) ports")
     per_device, missing = [], []
     for dev, port in roce:
         entries = roce_v2_ipv4_gids(port)
@@ -343,7 +352,7 @@ def check_mtu(facts, expect):
         if port["link_layer"] == "Ethernet":
             roce_netdevs.extend(name for name in dev["netdevs"] if name not in roce_netdevs)
     if not roce_netdevs:
-        return _result("mtu", SKIP, "no RoCE netdevs (InfiniBand MTU is negotiated by the fabric)")
+        return _not_applicable("mtu", "no RoCE netdevs (InfiniBand MTU is negotiated by the fabric)")
     mtus = dict((name, netdevs.get(name, {}).get("mtu")) for name in roce_netdevs)
     data = {"mtu": mtus, "min_mtu": expect.min_mtu}
     small = ["%s=%s" % (name, mtu) for name, mtu in sorted(mtus.items()) if mtu is None or mtu < (expect.min_mtu or 0)]
@@ -364,9 +373,9 @@ LOSSLESS_FIX = ("Make NCCL's priority lossless end to end: PFC on it (mlnx_qos -
 def check_roce_lossless(facts, expect):
     qos = facts.get("roce_qos") or {}
     if not qos:
-        return _result("roce_lossless", SKIP, "no RoCE netdevs to check (InfiniBand links are lossless by design)")
+        return _not_applicable("roce_lossless", "no RoCE netdevs to check (InfiniBand links are lossless by design)")
     if not expect.rdma:
-        return _result("roce_lossless", SKIP, "tcp mode: NCCL does not use RoCE")
+        return _not_applicable("roce_lossless", "tcp mode: NCCL does not use RoCE")
     problems, unknown, fine = [], [], []
     for netdev, port in sorted(qos.items()):
         priority, how = nccl_priority(expect.nccl_ib_tc, port["mlnx_qos"])
@@ -417,8 +426,10 @@ def check_dev_infiniband(facts, expect):
     dev = facts["dev_infiniband"]
     data = dict(dev)
     uverbs = [name for name in dev["entries"] if name.startswith("uverbs")]
+    if not expect.rdma and not dev["present"]:
+        return _not_applicable("dev_infiniband", "/dev/infiniband absent; not needed in tcp mode", data=data)
     if not expect.rdma:
-        return _result("dev_infiniband", SKIP if not dev["present"] else PASS,
+        return _result("dev_infiniband", PASS,
                        "/dev/infiniband %s; not needed in tcp mode" % ("present" if dev["present"] else "absent"),
                        data=data)
     remedy = ("Request the RDMA resources of cluster_rdma_nics in the pod (the device plugin adds their "
@@ -459,7 +470,7 @@ def _rails_result(name, table, remedy_far):
 
 def check_gpu_nic_rails(facts, expect):
     if not facts["rdma"]["devices"]:
-        return _result("gpu_nic_rails", SKIP, "no RDMA NICs to pair the GPUs with")
+        return _not_applicable("gpu_nic_rails", "no RDMA NICs to pair the GPUs with")
     return _rails_result("gpu_nic_rails", rail_table(facts),
                          "Put each GPU's NIC in a PCIe slot on the GPU's switch (the server's rail layout), or "
                          "use the NICs that are (cluster_rdma_nics); a GPU whose NIC is across the CPU sends every "
@@ -470,7 +481,7 @@ def check_pod_rails(facts, expect):
     """The GPUs a pod was given against the NICs it was given: the node may
     have a NIC beside every GPU and the pod still get the wrong pairs."""
     if not expect.rdma:
-        return _result("pod_rails", SKIP, "tcp mode: no RDMA NICs in the pod")
+        return _not_applicable("pod_rails", "tcp mode: no RDMA NICs in the pod")
     table, interfaces = pod_rail_table(facts)
     if not table["nics"]:
         return _result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"

@@ -211,10 +211,9 @@ def stop_line(pods):
         if answer is None:
             silent.append(item.get("pod"))
         elif answer.get("stopped"):
-            left = answer.get("left") or []
+            left = ", ".join(str(pid) for pid in answer.get("left") or [])
             stopped.append("%s (run %s%s)" % (item.get("pod"), answer.get("run_id"),
-                                               "; left running: %s" % ", ".join(str(pid) for pid in left)
-                                               if left else ""))
+                                              "; left running: " + left if left else ""))
         elif answer.get("state") == "not-started" or not answer.get("run_id"):
             idle.append(item.get("pod"))
         else:

@@ -87,6 +87,38 @@ def check_findings(checks):
             for check in checks if check.get("status") in (FAIL, WARN)]
 
 
+# How a skipped check is named where a verdict lists what it did not check.
+CHECK_WORDS = {"roce_lossless": "lossless RoCE", "nccl_transport": "transport", "gpu_nic_rails": "rails",
+               "pod_rails": "rails", "cpu_placement": "CPU placement", "kubelet_topology": "kubelet topology",
+               "busbw_gate": "gate", "network": "network traffic", "ipc_lock": "IPC_LOCK", "memlock": "memlock",
+               "pcie_acs": "PCIe ACS", "mtu": "MTU", "roce_gid": "RoCE GID", "nvlink_topology": "NVLink topology"}
+
+
+def check_words(name):
+    return CHECK_WORDS.get(name, name.replace("_", " "))
+
+
+def skipped_checks(checks):
+    """[{name, message}] of the checks that were skipped for want of what
+    they read: what a pass did not establish. A check with nothing to look
+    at by design (node_checks' not_applicable: tcp mode, InfiniBand ports
+    for a RoCE check) is not among them."""
+    return [{"name": check["name"], "message": check.get("message") or "skipped"} for check in checks
+            if check.get("status") == SKIP and check.get("name") and not check.get("not_applicable")]
+
+
+def verdict_words(status, not_checked=()):
+    """A verdict as a reader sees it: PASS, or PASS, 3 not checked:
+    transport, gate, lossless RoCE (each name once, as first met)."""
+    badge = {NOT_CHECKED: "NOT CHECKED"}.get(status, status.upper())
+    names = []
+    for item in not_checked or []:
+        words = check_words(item["name"])
+        if words not in names:
+            names.append(words)
+    return "%s, %d not checked: %s" % (badge, len(names), ", ".join(names)) if names else badge
+
+
 # The checks of where things sit, shown for every node and pod whatever
 # their status (the report's section on rails, placement and lossless RoCE).
 LAYOUT_CHECKS = ("gpu_nic_rails", "pod_rails", "cpu_placement", "kubelet_topology", "roce_lossless")
@@ -112,7 +144,7 @@ def checks_verdict(document):
     status = worst_of(check.get("status") for check in checks)
     error = None if status != NOT_CHECKED else "no check could be made (%d skipped)" % len(checks)
     return {"status": status, "checks": check_findings(checks), "summary": document.get("summary"), "error": error,
-            "layout": _layout(checks)}
+            "layout": _layout(checks), "not_checked": skipped_checks(checks)}
 
 
 def _exec_failure(found):
@@ -238,6 +270,28 @@ def _counters_finding(pods, node_deltas):
     return finding(PORT_COUNTERS, WARN, "; ".join(messages), COUNTERS_FIX) if messages else None
 
 
+def _bench_not_checked(pods, thresholds, from_fabric):
+    """What a benchmark that ran did not establish: the transport where
+    NCCL's log could not tell it, a gate when no size had one (neither
+    verify_bench_min_busbw nor the rails' line rate), and the network when
+    no RDMA port of any pod moved a byte (the traffic stayed inside a node
+    or took TCP)."""
+    found = []
+    for pod in pods:
+        transport = pod.get("transport") or {}
+        if transport.get("status") == SKIP and not any(item["name"] == transport.get("name") for item in found):
+            found.append({"name": transport.get("name") or "nccl_transport",
+                          "message": "pod %s: %s" % (pod["pod"], transport.get("message"))})
+    if not thresholds and (from_fabric or {}).get("status") not in (PASS, FAIL):
+        found.append({"name": "busbw_gate", "message": "no size had a bus bandwidth gate (verify_bench_min_busbw, or "
+                      "the rails' line rate: verify_bench_line_rate_fraction): any bandwidth passed"})
+    ports = [port for pod in pods for port in (pod.get("port_counters") or {}).values() if isinstance(port, dict)]
+    if ports and not any(port.get("bytes") for port in ports):
+        found.append({"name": "network", "message": "none of the pods' %d RDMA port(s) moved a byte during the "
+                      "benchmark: its traffic stayed inside a node or took TCP" % len(ports)})
+    return found
+
+
 def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=None, probe_counters=None):
     """The benchmark's verdict from every pod's mlinfra-pod-bench result
     (``execs``): a pod whose torchrun did not finish is not-checked, its
@@ -282,6 +336,7 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
             checks.append(finding(BUSBW_EXPECTED, FAIL, from_fabric["message"], EXPECTED_FIX))
     if blocker is None and leader is None and not checks:
         checks.append(finding(BENCH_RUN, NOT_CHECKED, "pod 0 gave no result"))
+    not_checked = _bench_not_checked(pods, thresholds, from_fabric) if blocker is None and document else []
     statuses = [check["status"] for check in checks]
     if blocker is not None:
         status = NOT_CHECKED
@@ -292,6 +347,7 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
     else:
         status = worst_of(statuses + [PASS])
     return {"subject": "benchmark", "status": status, "error": blocker, "checks": checks,
+            "not_checked": not_checked, "words": verdict_words(status, not_checked),
             "thresholds": list(thresholds or []), "pods": pods, "document": document, "counters": counter_rows(pods),
             "node_counters": node_counter_rows(node_deltas), "node_port_counters": node_deltas,
             "expected": from_fabric}
@@ -337,9 +393,16 @@ def verify_report(nodes, pods, bench, notes, previous, meta):
     statuses = [item["status"] for item in nodes + pods + ([bench] if bench else [])]
     if notes:
         statuses.append(NOT_CHECKED)
+    for item in nodes + pods:
+        item["words"] = verdict_words(item["status"], item.get("not_checked"))
+    # Every check a subject skipped, with the subject: a pass says what it
+    # did not look at.
+    not_checked = [dict(skipped, subject=item["subject"]) for item in nodes + pods + ([bench] if bench else [])
+                   for skipped in item.get("not_checked") or []]
+    verdict = worst_of(statuses)
     report = dict(meta)
-    report.update({"verdict": worst_of(statuses), "nodes": nodes, "pods": pods, "bench": bench,
-                   "notes": list(notes or []),
+    report.update({"verdict": verdict, "words": verdict_words(verdict, not_checked), "not_checked": not_checked,
+                   "nodes": nodes, "pods": pods, "bench": bench, "notes": list(notes or []),
                    "previous": {"time": previous.get("time"), "changes": changes, "bandwidth": bandwidth}})
     return report
 
@@ -358,7 +421,45 @@ def fabric_fitness(report, fail_on):
                 for item in sources if item["status"] in levels]
     missing = list(report.get("notes") or []) if fail_on != "never" else []
     failing = [item["subject"] for item in report["nodes"] + report["pods"] if item["status"] in (FAIL, NOT_CHECKED)]
-    return {"fit": not blocking and not missing, "blocking": blocking, "missing": missing, "failing": failing}
+    # The nodes that run none of the pods checked: what fails there does
+    # not touch the pods, and is said apart.
+    pod_nodes = set(item.get("node") for item in report["pods"] if item.get("node"))
+    podless = [item["node"] for item in blocking if item.get("node") and item["node"] not in pod_nodes
+               and "pod" in item and item["subject"].startswith("node ")]
+    return {"fit": not blocking and not missing, "blocking": blocking, "missing": missing, "failing": failing,
+            "podless_only": bool(report["pods"]) and bool(blocking) and len(podless) == len(blocking),
+            "podless": podless}
+
+
+def fitness_line(report, fitness, fail_on, report_path):
+    """What verify-rdma.yml ends with: the fabric's verdict with what it did
+    not check, what blocks it (each subject with its failing checks and
+    fixes), whether only nodes without pods fail, and the report's path."""
+    if not fitness["fit"]:
+        words = []
+        for item in fitness["blocking"]:
+            text = "%s %s" % (item["subject"], item["status"].upper())
+            if item.get("error"):
+                text += ": %s" % item["error"]
+            for check in item["checks"]:
+                text += ": %s: %s" % (check["name"], check["message"])
+                if check.get("remediation"):
+                    text += " (fix: %s)" % check["remediation"]
+            words.append(text)
+        words.extend(fitness["missing"])
+        if fitness.get("podless_only"):
+            words.append("the %d pod(s), their node(s) and the benchmark pass: what fails is on node(s) that run no "
+                         "pod (%s), which deploy.yml keeps pods off once verify-rdma.yml labels them "
+                         "(-e verify_label_nodes=true)" % (len(report["pods"]), ", ".join(fitness["podless"])))
+        return "the GPU fabric of %s is not fit to train on: %s; report: %s" % (
+            report.get("cluster"), "; ".join(words), report_path)
+    failing = ""
+    if fitness["failing"]:
+        failing = "; %d failing (%s; verify_fail_on=%s: reported, not fatal)" % (
+            len(fitness["failing"]), ", ".join(fitness["failing"]), fail_on)
+    return "%d node(s) and %d pod(s) checked: %s%s; report: %s" % (
+        len(report["nodes"]), len(report["pods"]), report.get("words") or verdict_words(report["verdict"]), failing,
+        report_path)
 
 
 # -- training runs -----------------------------------------------------------

@@ -151,6 +151,11 @@ checks:
     data:
       description: The facts the verdict rests on.
       type: dict
+    not_applicable:
+      description: A V(skip) because the check has nothing to look at by design (tcp mode, InfiniBand ports for a RoCE
+        check), not because what it reads could not be read; such a skip is not listed among what a pass did not
+        check.
+      type: bool
 summary:
   description: Number of checks per status, and in total.
   returned: always

@@ -24,7 +24,8 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         assert not run.failed, run.failure_messages()
         # 1. Every node checked; the faulty ones reported, labelled, not fatal.
         node_verdict = run.results("Pass only a fabric fit to train on")[0]["msg"]
-        assert node_verdict.startswith("6 node(s) and 0 pod(s) checked, 3 failing (")
+        assert node_verdict.startswith("6 node(s) and 0 pod(s) checked: FAIL, "), node_verdict
+        assert "; 3 failing (node moc-r4pcc04u16-nairr, " in node_verdict, node_verdict
         labels = {node.metadata.name: node.metadata.labels.get("mlinfra.io/rdma-verified")
                   for node in core.list_node().items}
         assert {name for name, verified in labels.items() if verified == "false"} == FAULTY
@@ -33,7 +34,8 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         nodes = {pod.spec.node_name for pod in pods.items}
         assert len(nodes) == 2 and not nodes & FAULTY
         pod_verdict = run.results("Pass only a fabric fit to train on")[1]["msg"]
-        assert pod_verdict.startswith("0 node(s) and 2 pod(s) checked, none failing")
+        assert pod_verdict.startswith("0 node(s) and 2 pod(s) checked: PASS, "), pod_verdict
+        assert " not checked: " in pod_verdict and "failing" not in pod_verdict, pod_verdict
         # 4. The chain ends with the run's summary (only skipped tasks after it).
         tasks = run.document["plays"][-1]["tasks"]
         report = [index for index, task in enumerate(tasks) if task["task"]["name"].endswith("Report the run")]

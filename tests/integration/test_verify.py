@@ -52,7 +52,9 @@ def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, t
         assert node not in message
     (report,), (markdown,) = reports(tmp_path)
     assert report["verdict"] == "fail" and report["mode"] == "rdma" and report["pods"] == []
-    assert markdown.splitlines()[0] == "# RDMA verification of local: FAIL"
+    # The recorded nodes' lossless settings are not known: said even of a FAIL.
+    assert markdown.splitlines()[0] == "# RDMA verification of local: FAIL, 1 not checked: lossless RoCE"
+    assert report["words"] == "FAIL, 1 not checked: lossless RoCE"
     for node, (check, words, fix) in FAULTY.items():
         # Its section under "Findings and fixes": the finding, then its fix.
         section = markdown.split("### node %s\n" % node, 1)[1].split("\n### ", 1)[0]
@@ -86,13 +88,21 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
     run = run_playbook("verify-rdma.yml", "local", dict(healthy, verify_label_nodes=True))
     assert not run.failed, run.failure_messages()
     (passed,) = run.results("Pass only a fabric fit to train on")
-    assert "3 node(s) and 2 pod(s) checked, none failing" in passed["msg"]
+    # A pass that says what it did not check: the recorded nodes' lossless
+    # settings and the pods' capabilities could not be read, and the
+    # benchmark (gloo here) had no gate, no NCCL log and no RDMA byte.
+    words = "PASS, 5 not checked: lossless RoCE, IPC_LOCK, transport, gate, network traffic"
+    assert passed["msg"].startswith("3 node(s) and 2 pod(s) checked: %s; report: " % words), passed["msg"]
     assert run.last_words() == passed["msg"]
     report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["verdict"] == "pass" and report["words"] == words
     markdown = (tmp_path / ("verify-%s.md" % report["time"].replace(":", ""))).read_text()
-    assert markdown.splitlines()[0] == "# RDMA verification of local: PASS"
+    assert markdown.splitlines()[0] == "# RDMA verification of local: " + words
     for pod in report["pods"]:
-        assert "| %s | %s | PASS | rdma | 4 |" % (pod["pod"], pod["node"]) in markdown
+        assert "| %s | %s | PASS, 1 not checked: IPC_LOCK | rdma | 4 |" % (pod["pod"], pod["node"]) in markdown
+    unchecked = markdown.split("## Not checked\n", 1)[1].split("\n## ", 1)[0]
+    assert "- **roce_lossless**: lossless settings not known: " in unchecked
+    assert all(node in unchecked for node in HEALTHY)
     # Every node's rails and topology settings, every pod's own rails and CPUs.
     rails = markdown.split("## Rails, placement and lossless RoCE\n", 1)[1].split("\n## ", 1)[0]
     for node in HEALTHY:

@@ -23,9 +23,9 @@ def refusal(run):
 
 
 def test_names_the_collection_does_not_know_are_refused_with_the_nearest_one():
-    run = run_playbook("status.yml", "local", {"verify_bench_pairwse": True, "replica": 4,
-                                                 "cluster_pod_memroy": "1Gi", "purge_workspace": True,
-                                                 "train_env_x": 1})
+    typos = {"verify_bench_pairwse": True, "replica": 4, "cluster_pod_memroy": "1Gi", "purge_workspace": True,
+             "train_env_x": 1}
+    run = run_playbook("status.yml", "local", typos)
     message = refusal(run)
     assert message.startswith("5 setting(s) refused: "), message
     for typed, nearest in (("verify_bench_pairwse", "verify_bench_pairwise"), ("replica", "replicas"),

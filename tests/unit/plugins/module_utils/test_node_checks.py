@@ -11,7 +11,8 @@ def verdicts(root, **expect):
     results = run_checks(gather_node_facts(root), Expectations(**expect))
     assert [r["name"] for r in results] == list(CHECK_NAMES)
     for result in results:
-        assert set(result) == {"name", "status", "message", "remediation", "data"}
+        assert set(result) == {"name", "status", "message", "remediation", "data", "not_applicable"}
+        assert result["not_applicable"] is False or result["status"] == "skip"
         assert result["status"] in ("pass", "warn", "fail", "skip")
         assert result["message"]
         if result["status"] in ("fail", "warn"):

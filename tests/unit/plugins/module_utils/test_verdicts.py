@@ -269,10 +269,72 @@ def test_fitness_under_each_fail_on_level():
     assert never["fit"] and never["failing"] == ["node b", "pod j-0"]
     noted = v.verify_report([node("a", "pass")], [], None, ["no training pods"], {}, META)
     assert v.fabric_fitness(noted, "fail") == {"fit": False, "blocking": [], "missing": ["no training pods"],
-                                               "failing": []}
+                                               "failing": [], "podless": [], "podless_only": False}
     assert v.fabric_fitness(noted, "never")["fit"]
     with pytest.raises(ValueError, match="verify_fail_on must be one of fail, warn, never, got 'always'"):
         v.fabric_fitness(report, "always")
+
+
+def test_the_verdicts_name_what_they_did_not_check(snapshot):
+    """Real node documents: a RoCE node whose lossless settings could not be
+    read passes with lossless RoCE not checked; an InfiniBand node has no
+    RoCE to check (not applicable: not listed). A benchmark with no gate at
+    any size, no NCCL lines to judge the transport by and no RDMA byte
+    moved passes with the three named."""
+    roce, infiniband = node_document(snapshot, "healthy-roce-h100"), node_document(snapshot, "infiniband-h100")
+    probes = [probe("a", "p-a"), probe("b", "p-b")]
+    nodes = v.node_verdicts(["a", "b"], probes, [{"pod": "p-a", "json": roce}, {"pod": "p-b", "json": infiniband}],
+                            300, "ns")
+    assert [(item["status"], [c["name"] for c in item["not_checked"]]) for item in nodes] == [
+        ("pass", ["roce_lossless"]), ("pass", [])]
+    assert nodes[0]["not_checked"][0]["message"].startswith("lossless settings not known: ")
+    unjudged = transport_check("ib-mixed-gdrdma-two-lines-issue-897.log")
+    assert unjudged["status"] == "skip"
+    port = {"netdevs": ["net1"], "errors": {}, "per_gb": {}, "congestion": []}
+    idle = {"mlx5_6/1": dict(port, bytes=0), "mlx5_7/1": dict(port, bytes=0)}
+    bench = v.bench_verdict([bench_pod("j-0", 0, document=bench_document(), transport=unjudged, port_counters=idle),
+                             bench_pod("j-1", 1, transport=unjudged, port_counters=idle)])
+    assert bench["status"] == "pass" and bench["checks"] == []
+    assert [item["name"] for item in bench["not_checked"]] == ["nccl_transport", "busbw_gate", "network"]
+    assert bench["words"] == "PASS, 3 not checked: transport, gate, network traffic"
+    report = v.verify_report(nodes, [], bench, [], {}, META)
+    assert report["verdict"] == "pass"
+    assert report["words"] == "PASS, 4 not checked: lossless RoCE, transport, gate, network traffic"
+    assert [(item["subject"], item["name"]) for item in report["not_checked"]] == [
+        ("node a", "roce_lossless"), ("benchmark", "nccl_transport"), ("benchmark", "busbw_gate"),
+        ("benchmark", "network")]
+    assert [item["words"] for item in report["nodes"]] == ["PASS, 1 not checked: lossless RoCE", "PASS"]
+    fitness = v.fabric_fitness(report, "fail")
+    assert v.fitness_line(report, fitness, "fail", "r.md") == (
+        "2 node(s) and 0 pod(s) checked: PASS, 4 not checked: lossless RoCE, transport, gate, network traffic; "
+        "report: r.md")
+    # A gate at some size, and bytes on the wire: nothing left unsaid.
+    moved = {"mlx5_6/1": dict(port, bytes=10 ** 9)}
+    gated = v.bench_verdict([bench_pod("j-0", 0, document=bench_document(), port_counters=moved)],
+                            thresholds=["1M=1"])
+    assert gated["not_checked"] == [] and gated["words"] == "PASS"
+
+
+def test_a_fabric_that_fails_only_on_nodes_without_pods_says_so():
+    failed = {"name": "rdma_link", "status": "fail", "message": "down", "remediation": "plug it", "evidence": []}
+    report = v.verify_report([node("u09", "pass"), node("u16", "fail", [failed]), node("u25", "fail", [failed])],
+                             [pod("h-0", "pass", on="u09")], {"status": "pass", "checks": [], "subject": "benchmark"},
+                             [], {}, META)
+    fitness = v.fabric_fitness(report, "fail")
+    assert not fitness["fit"] and fitness["podless_only"] and fitness["podless"] == ["u16", "u25"]
+    line = v.fitness_line(report, fitness, "fail", "r.md")
+    assert line == (
+        "the GPU fabric of c is not fit to train on: node u16 FAIL: rdma_link: down (fix: plug it); node u25 FAIL: "
+        "rdma_link: down (fix: plug it); the 1 pod(s), their node(s) and the benchmark pass: what fails is on node(s) "
+        "that run no pod (u16, u25), which deploy.yml keeps pods off once verify-rdma.yml labels them "
+        "(-e verify_label_nodes=true); report: r.md")
+    # A pod's own node failing is not said apart.
+    report = v.verify_report([node("u09", "fail", [failed])], [pod("h-0", "pass", on="u09")], None, [], {}, META)
+    assert not v.fabric_fitness(report, "fail")["podless_only"]
+    never = v.verify_report([node("u16", "fail", [failed])], [], None, [], {}, META)
+    assert v.fitness_line(never, v.fabric_fitness(never, "never"), "never", "r.md") == (
+        "1 node(s) and 0 pod(s) checked: FAIL; 1 failing (node u16; verify_fail_on=never: reported, not fatal); "
+        "report: r.md")
 
 
 # -- training runs ------------------------------------------------------------------
@@ -340,7 +402,8 @@ def test_runs_in_progress_are_the_exec_runs_still_running_and_the_job_runs_with_
 
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
-    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "job_run_state", "node_port_deltas", "node_verdicts",
+    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
+                               "node_verdicts",
                                "pod_verdicts", "run_state", "runs_in_progress", "soak_report", "soak_run_facts",
                                "verify_report"]
     for name in filters:
