@@ -168,4 +168,13 @@ CONTRADICTIONS = [
      "cluster_namespace", "the SR-IOV operator's namespace", "a namespace of the deployment's own"),
     ({"cluster_namespace": "sriov", "sriov_operator_namespace": "sriov"}, "cluster_namespace",
      "the SR-IOV operator's namespace", "a namespace of the deployment's own"),
+    # Each names only the rule it breaks, and what to give instead.
+    ({"train_workload": "script"}, "train_script", "train_script is empty, and train_workload is script, which runs "
+     "it", "-e train_script=path/to/train.py"),
+    ({"train_workload": "demo", "train_tp": 2}, "train_tp", "train_tp is a TorchTitan setting and train_workload is "
+     "demo, which does not read it", "give its own arguments as train_args"),
+    ({"train_workload": "script", "train_script": "t.py", "train_steps": 10}, "train_steps", "train_steps is a "
+     "TorchTitan setting and train_workload is script", "the script's own arguments as train_args"),
+    ({"train_workload": "demo", "train_overrides": {"training.steps": 5}}, "train_overrides", "train_overrides is a "
+     "TorchTitan setting", "leave train_overrides out"),
 ]

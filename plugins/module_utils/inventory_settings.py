@@ -471,6 +471,42 @@ SETTINGS = {
 
 # ------------------------------------------------------ across variables
 
+# TorchTitan's own settings (the train role's shortcuts into its JobConfig,
+# and train_overrides), which no other workload reads.
+TORCHTITAN_SETTINGS = ("train_overrides", "train_config", "train_compile", "train_float8", "train_dp_shard",
+                       "train_dp_replicate", "train_tp", "train_pp", "train_cp", "train_hf_assets_path",
+                       "train_dataset", "train_dataset_path")
+# The shortcuts the demo (files/train/tiny_lm.py) takes too, as its own
+# arguments (roles/train/vars: train_demo_args).
+DEMO_SHORTCUTS = ("train_steps", "train_local_batch_size", "train_seq_len")
+
+
+def _is_set(name, value):
+    return value not in (None, "", {}, []) and not (name == "train_float8" and value is False)
+
+
+def _workload_conflicts(values):
+    """One (variable, value, problem, fix) per training setting the chosen
+    workload does not read: each names only its own rule."""
+    workload = values.get("train_workload")
+    if workload not in ("script", "demo"):
+        return []
+    found = []
+    if workload == "script" and not values.get("train_script"):
+        found.append(("train_script", values.get("train_script"), "train_script is empty, and train_workload is "
+                      "script, which runs it", "set train_script to the script's path in the "
+                      "workspace (-e train_script=path/to/train.py)"))
+    unread = TORCHTITAN_SETTINGS + (DEMO_SHORTCUTS if workload == "script" else ())
+    own = "its own arguments as train_args (-e '{\"train_args\": [\"--steps\", \"100\"]}')" if workload == "demo" \
+        else "the script's own arguments as train_args (-e '{\"train_args\": [...]}')"
+    for name in unread:
+        if _is_set(name, values.get(name)):
+            found.append((name, values[name], "%s is a TorchTitan setting and train_workload is %s, which does not "
+                          "read it" % (name, workload), "leave %s out and give %s%s" % (
+                              name, own, "; the demo takes train_steps, train_local_batch_size and train_seq_len"
+                              if workload == "demo" else "")))
+    return found
+
 def _across(values):
     """(variables, value shown, problem, fix) for settings that contradict
     each other; each needs every variable it names to have converted."""
@@ -501,6 +537,7 @@ def _across(values):
             found.append(("cluster_host_network", True, "cluster_host_network is true: host networking gives the pods "
                           "the node's own NICs, so the SR-IOV NICs of cluster_rdma_nics would never be attached",
                           "set cluster_host_network=false, or cluster_rdma_nics=[] on clusters without SR-IOV"))
+    found.extend(_workload_conflicts(values))
     if has("cluster_namespace") and SYSTEM_NAMESPACES.match(values["cluster_namespace"]) \
             and not values.get("cluster_allow_system_namespace", False):
         found.append(("cluster_namespace", values["cluster_namespace"],

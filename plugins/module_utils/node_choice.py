@@ -9,6 +9,8 @@ A node cannot take one when it is cordoned, when verify-rdma.yml failed it
 off it, so a pod would wait for ever), or, with
 statefulset_require_verified_nodes, when verify-rdma.yml has not passed it.
 The affinity itself is workload_manifests.node_affinity; the two agree.
+A usable node must also offer what a pod asks for (GPUs, CPU, memory, the
+RDMA resources): short_of and nodes_short.
 
 Standard library only.
 """
@@ -16,6 +18,8 @@ Standard library only.
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from .quantity import parse_quantity
 
 VERIFIED_LABEL = "mlinfra.io/rdma-verified"
 VERIFIED_DATE_LABEL = "mlinfra.io/rdma-verified-date"
@@ -73,3 +77,66 @@ def too_few_nodes(found, replicas, named_count, cluster_name):
         fixes.append("uncordon a node once repaired (kubectl uncordon NODE)")
     return "replicas=%d but only %d of the %d cluster_gpu_nodes can take a pod: %s; nothing was changed; fix: %s" % (
         replicas, usable, named_count, "; ".join(reasons), ", or ".join(fixes))
+
+
+# -- what a pod asks for ------------------------------------------------------
+
+def _count(value):
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
+
+
+def short_of(allocatable, wanted):
+    """What a node's allocatable offers less of than ``wanted`` (whole
+    counts, or Kubernetes quantities for CPU and memory), as
+    ``name (wants W, has H)``."""
+    short = []
+    for name in sorted(wanted):
+        need, have = _count(wanted[name]), allocatable.get(name, 0)
+        if need is not None:
+            if need > 0 and (_count(have) or 0) < need:
+                short.append("%s (wants %d, has %s)" % (name, need, have))
+            continue
+        need = parse_quantity(wanted[name])
+        if need is None:
+            raise ValueError("the wanted amount of %s must be a whole number or a Kubernetes quantity, got %r"
+                             % (name, wanted[name]))
+        if need > 0 and (parse_quantity(have) or 0) < need:
+            short.append("%s (wants %s, has %s)" % (name, wanted[name], have))
+    return short
+
+
+def nodes_short(nodes, usable, wanted, asked_by):
+    """One refusal for every usable node that cannot host a pod, the nodes
+    that lack the same grouped together (eight GPUs asked of nodes of four
+    is one problem, not one per node), naming the variables that ask for
+    what is short (``asked_by``: resource to variable); "" when all can."""
+    groups = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if name not in usable:
+            continue
+        short = short_of((node.get("status") or {}).get("allocatable") or {}, wanted)
+        if short:
+            for group in groups:
+                if group["short"] == short:
+                    group["nodes"].append(name)
+                    break
+            else:
+                groups.append({"short": short, "nodes": [name]})
+    problems = []
+    for group in groups:
+        variables = sorted(set(asked_by[item.split(" ", 1)[0]] for item in group["short"]
+                               if item.split(" ", 1)[0] in asked_by))
+        fixes = (["lower %s to what the node%s can allocate" % (", ".join(variables), "s" if len(group["nodes"]) > 1
+                                                                  else "")] if variables else [])
+        if len(variables) < len(group["short"]):
+            fixes.append("check the device plugins that offer the rest (the GPU operator, the SR-IOV device plugin "
+                         "and the sriov role's policies)")
+        fixes.append("take the node%s out of cluster_gpu_nodes" % ("s" if len(group["nodes"]) > 1 else ""))
+        problems.append("%s %s: %s; fix: %s" % (
+            "node" if len(group["nodes"]) == 1 else "nodes", ", ".join(group["nodes"]),
+            ", ".join(group["short"]), ", or ".join(fixes)))
+    return ("%s cannot host a pod (nothing was changed): %s" % (
+        "a named node" if len(problems) == 1 and len(groups[0]["nodes"]) == 1 else "named nodes",
+        "; ".join(problems))) if problems else ""

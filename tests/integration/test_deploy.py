@@ -372,11 +372,13 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
 @pytest.mark.parametrize("extra,words", [
     ({"replicas": 6}, "only 5 of the 6 cluster_gpu_nodes can take a pod: moc-r4pcc04u36-nairr is cordoned"),
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
-    ({"cluster_gpus_per_node": 8}, "nvidia.com/gpu (wants 8, has 4); fix: lower cluster_gpus_per_node to what the "
-                                   "node can allocate"),
+    # One problem for the five nodes that lack the same, naming the variable.
+    ({"cluster_gpus_per_node": 8}, "named nodes cannot host a pod (nothing was changed): nodes %s: nvidia.com/gpu "
+                                   "(wants 8, has 4); fix: lower cluster_gpus_per_node to what the nodes can "
+                                   "allocate, or take the nodes out of cluster_gpu_nodes" % ", ".join(GPU_NODES[:5])),
     # Checked up front like the GPUs, not 166 s later as the scheduler's "Insufficient memory".
     ({"cluster_pod_memory": "1Ei"}, "memory (wants 1Ei, has 1055315188Ki); fix: lower cluster_pod_memory to what "
-                                    "the node can allocate"),
+                                    "the nodes can allocate"),
     # macvlan: no operator makes these resources, so they must be there already.
     ({"cluster_rdma_network_type": "macvlan", "cluster_rdma_nics": [
         {"name": "rdma-a", "resource": "example.com/not-offered", "pf": "eno5np0", "netdev": "net1"}]},
@@ -385,6 +387,6 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
 def test_bad_input_fails_before_anything_is_created(api_client, deploy_ns, extra, words):
     run = run_playbook("deploy.yml", "local", dict(extra, cluster_namespace=deploy_ns))
     assert run.failed
-    messages = " ".join(run.failure_messages())
-    assert words in messages, messages
+    (message,) = run.failure_messages()
+    assert words in message, message
     assert not namespace_exists(api_client, deploy_ns)

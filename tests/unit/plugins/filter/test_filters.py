@@ -1,16 +1,24 @@
 """The collection's filters, called as Ansible calls them (their FilterModule)."""
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.filter.nccl_agreement import FilterModule as AgreementFilters
-from ansible_collections.mlinfra.multinode.plugins.filter.resources_short import FilterModule as ResourcesFilters
+from ansible_collections.mlinfra.multinode.plugins.filter.nodes_short import FilterModule as ShortFilters
 from ansible_collections.mlinfra.multinode.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.mlinfra.multinode.plugins.filter.text_table import FilterModule as TableFilters
 
 text_table = TableFilters().filters()["text_table"]
 nccl_agreement = AgreementFilters().filters()["nccl_agreement"]
-resources_short = ResourcesFilters().filters()["resources_short"]
+nodes_short = ShortFilters().filters()["nodes_short"]
+
+
+def resources_short(allocatable, wanted):
+    """What one node lacks, through the filter: the short list of the refusal."""
+    refusal = nodes_short([{"metadata": {"name": "n"}, "status": {"allocatable": allocatable}}], ["n"], wanted, {})
+    return re.findall(r"\S+ \(wants [^)]*\)", refusal.split("; fix: ", 1)[0])
 
 
 def test_text_table_aligns_columns_and_shows_null_as_dash():
@@ -64,6 +72,29 @@ def test_resources_short_compares_cpu_and_memory_as_quantities():
     assert resources_short({"cpu": "31500m"}, {"cpu": "31.5"}) == []
     with pytest.raises(AnsibleFilterError, match="whole number or a Kubernetes quantity, got 'lots'"):
         resources_short(allocatable, {"memory": "lots"})
+
+
+def test_nodes_short_groups_the_nodes_that_lack_the_same_and_names_the_variables():
+    def node(name, gpus, memory="1055315188Ki"):
+        return {"metadata": {"name": name}, "status": {"allocatable": {"nvidia.com/gpu": gpus, "memory": memory}}}
+    nodes = [node("a", "4"), node("b", "4"), node("c", "8"), node("d", "4", "64Gi"), node("cordoned", "0")]
+    asked_by = {"nvidia.com/gpu": "cluster_gpus_per_node", "memory": "cluster_pod_memory"}
+    wanted = {"nvidia.com/gpu": 8, "memory": "256Gi", "openshift.io/rdma": 1}
+    refusal = nodes_short(nodes, ["a", "b", "c", "d"], wanted, asked_by)
+    assert refusal == (
+        "named nodes cannot host a pod (nothing was changed): "
+        "nodes a, b: nvidia.com/gpu (wants 8, has 4), openshift.io/rdma (wants 1, has 0); fix: lower "
+        "cluster_gpus_per_node to what the nodes can allocate, or check the device plugins that offer the rest (the "
+        "GPU operator, the SR-IOV device plugin and the sriov role's policies), or take the nodes out of "
+        "cluster_gpu_nodes; "
+        "node c: openshift.io/rdma (wants 1, has 0); fix: check the device plugins that offer the rest (the GPU "
+        "operator, the SR-IOV device plugin and the sriov role's policies), or take the node out of "
+        "cluster_gpu_nodes; "
+        "node d: memory (wants 256Gi, has 64Gi), nvidia.com/gpu (wants 8, has 4), openshift.io/rdma (wants 1, has 0); "
+        "fix: lower cluster_gpus_per_node, cluster_pod_memory to what the node can allocate, or check the device "
+        "plugins that offer the rest (the GPU operator, the SR-IOV device plugin and the sriov role's policies), or "
+        "take the node out of cluster_gpu_nodes")
+    assert nodes_short(nodes, ["c"], {"nvidia.com/gpu": 8}, asked_by) == ""
 
 
 @pytest.mark.parametrize("text, value", [
