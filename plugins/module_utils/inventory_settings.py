@@ -507,6 +507,7 @@ def _workload_conflicts(values):
                               if workload == "demo" else "")))
     return found
 
+
 def _across(values):
     """(variables, value shown, problem, fix) for settings that contradict
     each other; each needs every variable it names to have converted."""

@@ -128,12 +128,12 @@ def nodes_short(nodes, usable, wanted, asked_by):
     for group in groups:
         variables = sorted(set(asked_by[item.split(" ", 1)[0]] for item in group["short"]
                                if item.split(" ", 1)[0] in asked_by))
-        fixes = (["lower %s to what the node%s can allocate" % (", ".join(variables), "s" if len(group["nodes"]) > 1
-                                                                  else "")] if variables else [])
+        plural = "s" if len(group["nodes"]) > 1 else ""
+        fixes = ["lower %s to what the node%s can allocate" % (", ".join(variables), plural)] if variables else []
         if len(variables) < len(group["short"]):
             fixes.append("check the device plugins that offer the rest (the GPU operator, the SR-IOV device plugin "
                          "and the sriov role's policies)")
-        fixes.append("take the node%s out of cluster_gpu_nodes" % ("s" if len(group["nodes"]) > 1 else ""))
+        fixes.append("take the node%s out of cluster_gpu_nodes" % plural)
         problems.append("%s %s: %s; fix: %s" % (
             "node" if len(group["nodes"]) == 1 else "nodes", ", ".join(group["nodes"]),
             ", ".join(group["short"]), ", or ".join(fixes)))
