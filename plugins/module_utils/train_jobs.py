@@ -45,6 +45,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 import re
 
 from .admission_rules import QUEUE_LABEL, TRAINER_ANCESTOR_LABEL, AdmissionError, check_admission
@@ -119,7 +120,9 @@ def launch_command(mode, job, run_dir, run_id, launch_args, resolve_timeout):
 def pod_template(statefulset, mode, job, labels, command, port):
     """The StatefulSet's pod template, made a run's pod (in trainjob mode, any
     run's: job and command are None and the TrainJob gives them)."""
-    template = copy.deepcopy(statefulset["spec"]["template"])
+    # A plain copy: copy.deepcopy of the lazy containers a filter gets from
+    # Ansible copies their templar (and ansible-core warns).
+    template = json.loads(json.dumps(statefulset["spec"]["template"]))
     spec = template["spec"]
     if "workspace" not in [volume.get("name") for volume in spec.get("volumes", [])]:
         raise TrainJobError("the pods' workspace is a claim per StatefulSet pod (cluster_storage_mode: per-pod), "

@@ -24,7 +24,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import json
 
 from .inventory_settings import setting_bool
@@ -430,7 +429,9 @@ def pod_template(settings):
                 {"topologyKey": "kubernetes.io/hostname",
                  "labelSelector": {"matchLabels": {"app.kubernetes.io/name": app}}}]},
         },
-        "tolerations": copy.deepcopy(list(settings["cluster_node_tolerations"])),
+        # A plain copy: copy.deepcopy of the lazy containers a filter gets
+        # from Ansible copies their templar (and ansible-core warns).
+        "tolerations": json.loads(json.dumps(list(settings["cluster_node_tolerations"]))),
         "initContainers": [autodetect_container(settings)],
         "containers": [trainer_container(settings)],
         "volumes": pod_volumes(settings),
