@@ -44,6 +44,12 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         said = run.last_words()
         assert said == tasks[report[0]]["hosts"]["localhost"]["msg"]
         assert_summary_line(said, "chain", tmp_path / "train" / "chain")
+        # The last screen: each verdict of the chain after the recap
+        # (verdict_block), the training run's summary last.
+        block = run.stdout.split("mlinfra.multinode: what this run found\n", 1)[1].splitlines()
+        assert block[0] == "- Verify the GPU nodes and pods of the cluster: " + " ".join(node_verdict.split())
+        assert "- Verify the GPU nodes and pods of the cluster: " + " ".join(pod_verdict.split()) in block
+        assert block[-1] == "- Train on the GPU pods of the cluster: " + " ".join(said.split())
         summary = json.loads((tmp_path / "train" / "chain" / "summary.json").read_text())
         assert summary["throughput"]["throughput"] > 0
         assert all(status["first_loss"] > status["latest_loss"] for status in summary["status"])
