@@ -61,7 +61,16 @@ COUNTER_EXCESS = 2.0
 # found in is that node's evidence, not a factor of its own.
 KIND_ORDER = ("counter", "placement", "rail", "node", "node_pair", "pod")
 
+# The degraded runs' shortfall must clear the normal runs' own scatter by
+# this many of its standard deviations (1.4826 MAD, as throughput's noise
+# warning takes it) before anything is named: runs that differ by no more
+# than the runs scatter may have been flagged by noise, and a factor that
+# "separates" them separates noise.
+NOISE_SIGMAS = 3
+MAD_TO_SIGMA = 1.4826
+
 NOTHING = "nothing separates"
+CANNOT_TELL = "cannot tell"
 ATTRIBUTED = "attributed"
 NO_DEGRADED = "no run degraded"
 ALL_DEGRADED = "every run degraded"
@@ -293,17 +302,37 @@ def _ranked(degraded, normal, by_run):
                                                natural_key(factor["factor"])))
 
 
+def _within_noise(runs):
+    """How far the degraded runs fall below the normal ones against the
+    normal runs' scatter: {shortfall, scatter, within}; None where the
+    runs give no throughput or fewer than two normal runs do."""
+    normal = [run["throughput"] for run in runs if not run["degraded"] and run.get("throughput")]
+    degraded = [run["throughput"] for run in runs if run["degraded"] and run.get("throughput")]
+    if len(normal) < 2 or not degraded:
+        return None
+    centre = _median(normal)
+    if not centre:
+        return None
+    scatter = MAD_TO_SIGMA * _median([abs(value - centre) for value in normal]) / centre
+    shortfall = 1.0 - _median(degraded) / centre
+    return {"shortfall": round(shortfall, 4), "scatter": round(scatter, 4),
+            "within": shortfall <= NOISE_SIGMAS * scatter}
+
+
 def attribute(runs):
     """What separates the degraded runs (``runs``: each with ``run``, its
-    number, ``degraded``, True, False, or None when not measured, and
-    ``facts``, its facts or None). Returns the verdict (one of ATTRIBUTED,
-    NOTHING, NO_DEGRADED, ALL_DEGRADED, NO_FACTS), a sentence that says it,
-    and the separating factors, best first."""
+    number, ``degraded``, True, False, or None when not measured,
+    ``facts``, its facts or None, and ``throughput`` where measured).
+    Returns the verdict (one of ATTRIBUTED, NOTHING, CANNOT_TELL (the
+    degraded runs fall within the normal runs' scatter), NO_DEGRADED,
+    ALL_DEGRADED, NO_FACTS), a sentence that says it, and the separating
+    factors, best first (under CANNOT_TELL: candidates, not named)."""
     judged = [run for run in runs if run["degraded"] is not None]
     with_facts = [run for run in judged if run.get("facts")]
     degraded = [run["run"] for run in with_facts if run["degraded"]]
     normal = [run["run"] for run in with_facts if not run["degraded"]]
-    result = {"verdict": None, "summary": None, "factors": [], "degraded_runs": degraded, "normal_runs": normal,
+    result = {"verdict": None, "summary": None, "factors": [], "noise": None, "degraded_runs": degraded,
+              "normal_runs": normal,
               "runs_without_facts": [run["run"] for run in judged if not run.get("facts")]}
     if not any(run["degraded"] for run in judged):
         result.update(verdict=NO_DEGRADED, summary="no run degraded: nothing to attribute")
@@ -318,6 +347,15 @@ def attribute(runs):
     factors = _ranked(degraded, normal, by_run)
     result["factors"] = factors
     runs_text = "run%s %s" % ("s" if len(degraded) > 1 else "", ", ".join(str(number) for number in degraded))
+    noise = _within_noise(with_facts)
+    result["noise"] = noise
+    if noise and noise["within"]:
+        # What separates them is kept (candidates), not named.
+        result.update(verdict=CANNOT_TELL, summary=(
+            "cannot tell what slowed the degraded %s: they are %.1f%% below the normal runs' median, within %d "
+            "times the normal runs' own scatter (%.1f%%, 1.4826 MAD), so they may be noise; more runs, or a saved "
+            "baseline, can tell" % (runs_text, 100 * noise["shortfall"], NOISE_SIGMAS, 100 * noise["scatter"])))
+        return result
     if not normal:
         result.update(verdict=ALL_DEGRADED, summary=(
             "every run with facts is degraded (%s): there is no normal run to compare with; what they share is "

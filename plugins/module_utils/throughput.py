@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from .degradation import FactsError, attribute, facts_path, is_facts_file, read_facts
+from .degradation import CANNOT_TELL, FactsError, attribute, facts_path, is_facts_file, read_facts
 
 __metaclass__ = type
 
@@ -861,7 +861,7 @@ def attribute_runs(runs):
         except FactsError as exc:
             raise ThroughputError(str(exc))
         numbered.append({"run": (facts or {}).get("run") or index + 1, "degraded": run["degraded"], "facts": facts,
-                         "path": run["path"]})
+                         "path": run["path"], "throughput": run.get("throughput")})
     if not any(run["facts"] for run in numbered):
         return None
     return attribute(numbered)
@@ -915,6 +915,8 @@ def format_report(report):
     attribution = report.get("attribution")
     if attribution:
         lines.append("attribution: %s" % attribution["summary"])
+        if attribution["factors"] and attribution["verdict"] == CANNOT_TELL:
+            lines.append("  candidates, not named (within the runs' scatter):")
         for factor in attribution["factors"]:
             lines.append("  %s: in %s and %s%s" % (factor["factor"], factor["in_degraded"], factor["in_normal"],
                                                    "".join("\n    %s" % line for line in factor["evidence"])))

@@ -554,7 +554,20 @@ def soak_report(runs, judged, meta):
             "reasons": figure.get("reasons") if figure else [run.get("error") or "not measured"],
         })
     report = dict(meta)
+    failed = dict((entry["name"], entry.get("date")) for entry in meta.get("failed_nodes") or [])
+    # A node verify-rdma.yml failed that took part: said whatever the
+    # attribution finds, since a pod only lands there when placed by hand.
+    took_part = []
+    for name in sorted(failed):
+        numbers = [run["run"] for run in report_runs if any((pod or {}).get("node") == name
+                                                            for pod in run["pods"] or [])]
+        if numbers:
+            took_part.append({"node": name, "date": failed[name], "runs": numbers,
+                              "message": "node %s, which verify-rdma.yml failed%s, took part in run%s %s" % (
+                                  name, " (%s)" % failed[name] if failed[name] else "", "s" if len(numbers) > 1
+                                  else "", ", ".join(str(number) for number in numbers))})
     report.update({"runs": report_runs,
                    "degraded": [run["run"] for run in report_runs if run["degraded"]],
-                   "not_measured": [run["run"] for run in report_runs if run["throughput"] is None]})
+                   "not_measured": [run["run"] for run in report_runs if run["throughput"] is None],
+                   "failed_nodes": took_part})
     return report

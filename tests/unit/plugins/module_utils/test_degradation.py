@@ -115,6 +115,36 @@ def test_the_node_every_degraded_run_had_ranks_before_the_pairs_it_was_in():
     assert "node node-a" not in names(result)
 
 
+def test_degraded_runs_within_the_normal_runs_scatter_are_not_pinned_on_a_node():
+    """Flagged by a threshold tighter than the runs' own noise: the node
+    both had in common is a candidate, not named, and the summary says
+    why; the same runs well below the noise are attributed."""
+    throughput = {1: 100.0, 2: 115.0, 3: 86.0, 4: 88.0, 5: 84.0, 6: 104.0}
+    runs = []
+    for number, value in sorted(throughput.items()):
+        nodes = ("node-a", "node-c") if number in (3, 5) else ("node-a", "node-b")
+        entry = run(number, number in (3, 5), pod("h-kim-0", nodes[0], uid="x%d" % number),
+                    pod("h-kim-1", nodes[1], uid="y%d" % number))
+        entry["throughput"] = value
+        runs.append(entry)
+    result = degradation.attribute(runs)
+    assert result["verdict"] == degradation.CANNOT_TELL
+    # Normal 100, 115, 88, 104: median 102, MAD 7.5 -> 10.9% scatter; the
+    # degraded 86 and 84 are 16.7% below, within 3 of it (32.7%).
+    assert result["noise"] == {"shortfall": 0.1667, "scatter": 0.109, "within": True}
+    assert result["summary"] == (
+        "cannot tell what slowed the degraded runs 3, 5: they are 16.7% below the normal runs' median, within 3 "
+        "times the normal runs' own scatter (10.9%, 1.4826 MAD), so they may be noise; more runs, or a saved "
+        "baseline, can tell")
+    assert names(result)[0] == "node node-c"
+    for entry in runs:
+        if entry["degraded"]:
+            entry["throughput"] = 50.0
+    result = degradation.attribute(runs)
+    assert result["verdict"] == degradation.ATTRIBUTED and result["noise"]["within"] is False
+    assert result["summary"].startswith("degraded runs 3, 5: node node-c")
+
+
 def test_noise_on_the_same_pods_is_attributed_to_nothing():
     runs = [run(number, number == 3, pod("h-kim-0", "node-a"), pod("h-kim-1", "node-b")) for number in (1, 2, 3, 4)]
     result = degradation.attribute(runs)

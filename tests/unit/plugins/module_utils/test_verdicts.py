@@ -446,3 +446,15 @@ def test_soak_runs_degraded_and_not_measured():
     assert list(report["runs"][0]["nodes"].items()) == [("n2", {"ports": None, "error": "not read"}),
                                                         ("n10", {"ports": {}, "error": None})]
     assert report["runs"][1]["nodes"] == {}
+
+
+def test_a_soak_names_a_node_verify_failed_that_took_part():
+    runs = [{"run": number, "time": "t", "file": "/l/%d.log" % number, "measured": True, "status": "pass",
+             "error": None, "pods": [{"pod": "p-0", "node": "u09"}, {"pod": "p-1", "node": node}]}
+            for number, node in ((1, "u11"), (2, "u16"), (3, "u11"), (4, "u16"))]
+    failed = [{"name": "u16", "date": "2026-11-27"}, {"name": "u25", "date": None}]
+    report = v.soak_report(runs, [], {"cluster": "c", "failed_nodes": failed})
+    # u25 took no part: not named.
+    assert report["failed_nodes"] == [{"node": "u16", "date": "2026-11-27", "runs": [2, 4], "message":
+                                       "node u16, which verify-rdma.yml failed (2026-11-27), took part in runs 2, 4"}]
+    assert v.soak_report(runs, [], {"cluster": "c"})["failed_nodes"] == []
