@@ -39,6 +39,22 @@ def _message(result, failed=False):
     return " ".join(str(found or "").split())
 
 
+def _uuids(tasks):
+    return set(getattr(task, "_uuid", None) for task in tasks or [])
+
+
+def _rescued(task):
+    """Whether the task sits in the body of a block that has a rescue (not
+    in the rescue or always part itself)."""
+    child, parent = task, getattr(task, "_parent", None)
+    while parent is not None:
+        rescue = getattr(parent, "rescue", None)
+        if rescue and getattr(child, "_uuid", None) not in _uuids(rescue) | _uuids(getattr(parent, "always", None)):
+            return True
+        child, parent = parent, getattr(parent, "_parent", None)
+    return False
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -60,7 +76,8 @@ class CallbackModule(CallbackBase):
                 self.lines.append((self.play, False, message))
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        if ignore_errors:
+        # A failure a block's rescue takes up says it again, with more.
+        if ignore_errors or _rescued(result.task):
             return
         # The task as it reads, without its role's name.
         task = result.task_name.split(" : ", 1)[-1]

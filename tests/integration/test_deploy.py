@@ -86,13 +86,30 @@ def test_check_mode_on_a_fresh_namespace_creates_nothing(api_client, deploy_ns):
 
 
 def test_pods_that_disagree_on_the_rails_fail_the_deploy_naming_the_node(api_client, deploy_ns):
+    ns = {"cluster_namespace": deploy_ns, "cluster_gpu_nodes": [GPU_NODES[0], RAIL_DOWN_NODE]}
     with uncordoned(api_client, RAIL_DOWN_NODE):
-        run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns,
-                                                   "cluster_gpu_nodes": [GPU_NODES[0], RAIL_DOWN_NODE]})
-    assert run.failed
-    messages = " ".join(run.failure_messages())
-    assert "disagree on usable RDMA ports: 4 on 1 pod(s), but 3 on" in messages, messages
-    assert "(node %s)" % RAIL_DOWN_NODE in messages and "verify-rdma.yml" in messages
+        run = run_playbook("deploy.yml", "local", ns)
+        assert run.failed
+        messages = " ".join(run.failure_messages())
+        assert "disagree on usable RDMA ports: 4 on 1 pod(s), but 3 on" in messages, messages
+        assert "(node %s)" % RAIL_DOWN_NODE in messages and "verify-rdma.yml" in messages
+        # A scale whose new pod disagrees fails after the StatefulSet
+        # changed: the failure says so, and how to go back.
+        assert not run_playbook("scale.yml", "local", dict(ns, replicas=1)).failed
+        scaled = run_playbook("scale.yml", "local", dict(ns, replicas=2))
+        assert scaled.failed
+        # The readback's failure, then the rescue's, which repeats it.
+        checked, message = scaled.failure_messages()
+        assert message.startswith(" ".join(checked.split())[:60]) or checked in message, (checked, message)
+        assert "disagree on usable RDMA ports" in message and message.endswith(
+            "the StatefulSet %s/h-kim was already scaled from 1 to 2 pod(s) when this failed; fix the cause and run "
+            "scale.yml again, or go back: ansible-playbook playbooks/scale.yml -i inventories/local -e replicas=1"
+            % deploy_ns), message
+        # What the user reads last: that one failure, once.
+        block = scaled.stdout.split("mlinfra.multinode: what this run found\n", 1)[1].splitlines()
+        assert [line for line in block if line.startswith("FAILED ")] == [
+            "FAILED Scale the GPU pods of the cluster: Say that the StatefulSet was scaled before the failure: "
+            + " ".join(message.split())]
     # status.yml shows the same, and fails for nothing.
     status = run_playbook("status.yml", "local", {"cluster_namespace": deploy_ns})
     assert not status.failed, status.failure_messages()
