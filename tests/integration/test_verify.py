@@ -64,13 +64,14 @@ def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, t
     assert sorted(verdicts) == sorted(HEALTHY + list(FAULTY))
     for node in HEALTHY:
         assert verdicts[node]["status"] == "pass" and verdicts[node]["checks"] == []
+        assert verdicts[node]["words"] == "PASS, 1 not checked: lossless RoCE"
         # All pass but roce_lossless: the recorded nodes' PFC and ECN are not known.
         assert verdicts[node]["summary"] == {"pass": 13, "skip": 1, "warn": 0, "fail": 0, "total": 14}
     for node, (check, words, fix) in FAULTY.items():
         (finding,) = verdicts[node]["checks"]
         assert (finding["name"], finding["status"]) == (check, "fail")
         assert words in finding["message"] and fix in finding["remediation"]
-        assert "| %s | FAIL | %s |" % (node, check) in markdown
+        assert "| %s | FAIL, 1 not checked: lossless RoCE | %s |" % (node, check) in markdown
     assert "### node moc-r4pcc04u25-nairr" in markdown
     # The probes are gone, with their service account (and its binding to the
     # privileged SCC on OpenShift); the latest report is the one just written.
@@ -99,7 +100,8 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
     markdown = (tmp_path / ("verify-%s.md" % report["time"].replace(":", ""))).read_text()
     assert markdown.splitlines()[0] == "# RDMA verification of local: " + words
     for pod in report["pods"]:
-        assert "| %s | %s | PASS, 1 not checked: IPC_LOCK | rdma | 4 |" % (pod["pod"], pod["node"]) in markdown
+        assert "| %s | %s | PASS, 2 not checked: lossless RoCE, IPC_LOCK | rdma | 4 |" % (pod["pod"], pod["node"]) \
+            in markdown
     unchecked = markdown.split("## Not checked\n", 1)[1].split("\n## ", 1)[0]
     assert "- **roce_lossless**: lossless settings not known: " in unchecked
     assert all(node in unchecked for node in HEALTHY)
