@@ -36,6 +36,12 @@ def bench_verdict(execs, blocker=None, thresholds=None, pairwise=False, expected
                                   expected, probe_counters)
 
 
+def bench_line(result):
+    if not isinstance(result, dict) or "status" not in result:
+        raise AnsibleFilterError("bench_line takes bench_verdict's result")
+    return verdicts.bench_line(result)
+
+
 def verify_report(meta, nodes, pods, bench, notes, previous):
     return verdicts.verify_report(_list(nodes, "nodes"), _list(pods, "pods"), bench, _list(notes, "notes"),
                                   previous or {}, meta)
@@ -84,6 +90,7 @@ class FilterModule(object):
             "runs_in_progress": runs_in_progress,
             "pod_verdicts": pod_verdicts,
             "bench_verdict": bench_verdict,
+            "bench_line": bench_line,
             "verify_report": verify_report,
             "fabric_fitness": fabric_fitness,
             "fitness_line": fitness_line,

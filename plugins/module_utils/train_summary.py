@@ -58,7 +58,9 @@ def summary_line(run_id, pods, nproc_per_pod, run, statuses, baseline, logs_dir)
     """
     words = ["run %s succeeded on %d pod(s) x %s process(es): " % (run_id, len(pods), nproc_per_pod)]
     throughput = _number(run.get("throughput"))
-    words.append("%.1f %s" % (throughput, run.get("unit", "")) if throughput is not None
+    # The figure is rank 0's log's steady-state median: said, since the
+    # pods' own figures may differ.
+    words.append("%.1f %s (rank 0's median)" % (throughput, run.get("unit", "")) if throughput is not None
                  else "throughput not reported" + (" (%s)" % run["not_reported"] if run.get("not_reported") else ""))
     mfu = _number(run.get("mfu"))
     if mfu is not None:

@@ -353,6 +353,21 @@ def bench_verdict(execs, blocker=None, thresholds=(), pairwise=False, expected=N
             "expected": from_fabric}
 
 
+def bench_line(result):
+    """The benchmark's verdict in one line: its words (what it did not
+    check too), why it did not run, each op's average bus bandwidth, each
+    finding, and each pod's transport check that said something."""
+    parts = ["benchmark %s%s" % (result.get("words") or verdict_words(result["status"]),
+                                 ": %s" % result["error"] if result.get("error") else "")]
+    for op, block in sorted(((result.get("document") or {}).get("ops") or {}).items()):
+        parts.append("%s average busbw %.2f GB/s over %d sizes" % (op, block.get("avg_busbw_gbps") or 0,
+                                                                  len(block.get("rows") or [])))
+    parts.extend("%s %s: %s" % (check["name"], check["status"], check["message"]) for check in result.get("checks") or [])
+    parts.extend("%s: NCCL transport %s: %s" % (pod["pod"], pod["transport"]["status"], pod["transport"]["message"])
+                 for pod in result.get("pods") or [] if pod.get("transport"))
+    return "; ".join(parts)
+
+
 # -- the report --------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ RANK1 = {"state": "succeeded", "first_loss": 5.61, "latest_loss": 3.2, "metrics"
 
 def test_the_line_says_where_how_fast_and_how_the_loss_fell():
     line = summary_line("demo", ["h-kim-0", "h-kim-1"], 1, RUN, [RANK0, RANK1], {}, "/logs/demo")
-    assert line == ("run demo succeeded on 2 pod(s) x 1 process(es): 13740.0 tokens/s per device; "
+    assert line == ("run demo succeeded on 2 pod(s) x 1 process(es): 13740.0 tokens/s per device (rank 0's median); "
                     "loss 5.5488 -> 3.0886 over 30 steps; not degraded; logs and summary: /logs/demo/")
 
 
@@ -36,7 +36,7 @@ def test_mfu_degradation_and_baseline_are_named():
     run = dict(RUN, mfu=0.4826, degraded=True, reasons=["34.1% below the baseline 20000.0 tokens/s per device"])
     baseline = {"tokens_per_sec_per_device": {"value": 20000.0, "unit": "tokens/s per device"}}
     line = summary_line("slow", ["p-0", "p-1"], 1, run, [RANK0, RANK1], baseline, "/l")
-    assert "13740.0 tokens/s per device, MFU 48.3%; loss" in line
+    assert "13740.0 tokens/s per device (rank 0's median), MFU 48.3%; loss" in line
     assert ("; DEGRADED: 34.1% below the baseline 20000.0 tokens/s per device "
             "(baseline 20000.0 tokens/s per device); logs") in line
 

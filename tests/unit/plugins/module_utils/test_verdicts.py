@@ -315,6 +315,19 @@ def test_the_verdicts_name_what_they_did_not_check(snapshot):
     assert gated["not_checked"] == [] and gated["words"] == "PASS"
 
 
+def test_the_benchmark_line_has_no_empty_part():
+    passing = transport_check("ib-gdrdma-2node-8rank-nccl-2.11.4.log")
+    result = v.bench_verdict([bench_pod("j-0", 0, document=bench_document(), transport=passing)])
+    line = v.bench_line(result)
+    assert line.startswith("benchmark PASS, 1 not checked: gate; all_reduce average busbw ") and " over 1 sizes; " \
+        in line, line
+    assert "; ;" not in line and not line.endswith("; ") and "j-0: NCCL transport pass: " in line
+    assert v.bench_line(v.bench_verdict([], blocker="job is scaled to 0")) == (
+        "benchmark NOT CHECKED: job is scaled to 0")
+    failing = v.bench_verdict([bench_pod("j-0", 0, exit_code=1, document=bench_document(busbw_gate=1000000))])
+    assert "; busbw_gate fail: " in v.bench_line(failing) and "; ;" not in v.bench_line(failing)
+
+
 def test_a_fabric_that_fails_only_on_nodes_without_pods_says_so():
     failed = {"name": "rdma_link", "status": "fail", "message": "down", "remediation": "plug it", "evidence": []}
     report = v.verify_report([node("u09", "pass"), node("u16", "fail", [failed]), node("u25", "fail", [failed])],
@@ -402,7 +415,7 @@ def test_runs_in_progress_are_the_exec_runs_still_running_and_the_job_runs_with_
 
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
-    assert sorted(filters) == ["bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
+    assert sorted(filters) == ["bench_line", "bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
                                "node_verdicts",
                                "pod_verdicts", "run_state", "runs_in_progress", "soak_report", "soak_run_facts",
                                "verify_report"]
