@@ -360,8 +360,8 @@ def bench_line(result):
     parts = ["benchmark %s%s" % (result.get("words") or verdict_words(result["status"]),
                                  ": %s" % result["error"] if result.get("error") else "")]
     for op, block in sorted(((result.get("document") or {}).get("ops") or {}).items()):
-        parts.append("%s average busbw %.2f GB/s over %d sizes" % (op, block.get("avg_busbw_gbps") or 0,
-                                                                  len(block.get("rows") or [])))
+        busbw, sizes = block.get("avg_busbw_gbps") or 0, len(block.get("rows") or [])
+        parts.append("%s average busbw %.2f GB/s over %d sizes" % (op, busbw, sizes))
     parts.extend("%s %s: %s" % (check["name"], check["status"], check["message"]) for check in result.get("checks") or [])
     parts.extend("%s: NCCL transport %s: %s" % (pod["pod"], pod["transport"]["status"], pod["transport"]["message"])
                  for pod in result.get("pods") or [] if pod.get("transport"))
