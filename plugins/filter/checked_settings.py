@@ -135,6 +135,15 @@ def collection_names(root=_ROOT):
     return {"known": frozenset(known | offered), "offered": frozenset(offered), "required": tuple(required)}
 
 
+# Read when the filter is loaded: the playbook's controller loads every
+# filter at its start (the preload_filters callback), so its task workers
+# inherit the names instead of reading the files again.
+try:
+    collection_names()
+except (OSError, yaml.YAMLError):  # read again, and said, when the filter is used
+    pass
+
+
 def given_names():
     """The names given with -e (or -e @file) to this ansible-playbook."""
     from ansible.parsing.dataloader import DataLoader
