@@ -147,8 +147,9 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
         for node in HEALTHY:
             core.patch_node(node, {"metadata": {"labels": {"mlinfra.io/rdma-verified": None,
                                                            "mlinfra.io/rdma-verified-date": None}}})
-    # A second run is compared with the first.
-    again = run_playbook("verify-rdma.yml", "local", healthy)
+    # A second run is compared with the first (the pods and the benchmark
+    # again; the nodes' checks are the first run's to compare).
+    again = run_playbook("verify-rdma.yml", "local", dict(healthy, verify_node_checks=False))
     assert not again.failed, again.failure_messages()
     second = json.loads((tmp_path / "latest.json").read_text())
     if second["time"] != report["time"]:  # runs within one second share their report files
