@@ -61,13 +61,10 @@ COUNTER_EXCESS = 2.0
 # found in is that node's evidence, not a factor of its own.
 KIND_ORDER = ("counter", "placement", "rail", "node", "node_pair", "pod")
 
-# The degraded runs' shortfall must clear the normal runs' own scatter by
-# this many of its standard deviations (1.4826 MAD, as throughput's noise
-# warning takes it) before anything is named: runs that differ by no more
-# than the runs scatter may have been flagged by noise, and a factor that
-# "separates" them separates noise.
+# How many of the normal runs' standard deviations the degraded runs'
+# shortfall must clear before anything is named (throughput.noise decides;
+# the summary says it).
 NOISE_SIGMAS = 3
-MAD_TO_SIGMA = 1.4826
 
 NOTHING = "nothing separates"
 CANNOT_TELL = "cannot tell"
@@ -302,28 +299,12 @@ def _ranked(degraded, normal, by_run):
                                                natural_key(factor["factor"])))
 
 
-def _within_noise(runs):
-    """How far the degraded runs fall below the normal ones against the
-    normal runs' scatter: {shortfall, scatter, within}; None where the
-    runs give no throughput or fewer than two normal runs do."""
-    normal = [run["throughput"] for run in runs if not run["degraded"] and run.get("throughput")]
-    degraded = [run["throughput"] for run in runs if run["degraded"] and run.get("throughput")]
-    if len(normal) < 2 or not degraded:
-        return None
-    centre = _median(normal)
-    if not centre:
-        return None
-    scatter = MAD_TO_SIGMA * _median([abs(value - centre) for value in normal]) / centre
-    shortfall = 1.0 - _median(degraded) / centre
-    return {"shortfall": round(shortfall, 4), "scatter": round(scatter, 4),
-            "within": shortfall <= NOISE_SIGMAS * scatter}
-
-
-def attribute(runs):
+def attribute(runs, noise=None):
     """What separates the degraded runs (``runs``: each with ``run``, its
     number, ``degraded``, True, False, or None when not measured,
-    ``facts``, its facts or None, and ``throughput`` where measured).
-    Returns the verdict (one of ATTRIBUTED, NOTHING, CANNOT_TELL (the
+    ``facts``, its facts or None). ``noise``: how far the degraded runs
+    fall below the normal ones against the normal runs' own scatter
+    (throughput.noise), or None. Returns the verdict (one of ATTRIBUTED, NOTHING, CANNOT_TELL (the
     degraded runs fall within the normal runs' scatter), NO_DEGRADED,
     ALL_DEGRADED, NO_FACTS), a sentence that says it, and the separating
     factors, best first (under CANNOT_TELL: candidates, not named)."""
@@ -347,7 +328,6 @@ def attribute(runs):
     factors = _ranked(degraded, normal, by_run)
     result["factors"] = factors
     runs_text = "run%s %s" % ("s" if len(degraded) > 1 else "", ", ".join(str(number) for number in degraded))
-    noise = _within_noise(with_facts)
     result["noise"] = noise
     if noise and noise["within"]:
         # What separates them is kept (candidates), not named.

@@ -222,6 +222,7 @@ def _dict_list(value):
 
 
 NIC_FIELDS = ("name", "resource", "pf", "netdev")
+_INTERFACE = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,14}$")
 _RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -243,7 +244,7 @@ def _nic(value):
         to_text(nic["resource"], _RESOURCE, "a resource name", 253, empty=False)
         for field in ("pf", "netdev"):
             if nic.get(field) is not None:
-                to_text(nic[field], re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,14}$"), "an interface name", 15)
+                to_text(nic[field], _INTERFACE, "an interface name", 15)
     except Refused as refused:
         raise Refused("entry %r: %s" % (nic.get("name"), refused.problem),
                       "write each NIC as %s" % example)
@@ -594,13 +595,11 @@ def _name_errors(values, variables, names, collection, given):
             fix = "%s (%s lists every one), or set cluster_allow_unknown_settings=true to pass names the collection " \
                   "does not know" % ("write %s" % nearest if nearest else "correct the name", DOCS)
             # Its value is not the problem: not shown.
-            errors.append({"variable": name, "value": variables.get(name), "problem": problem, "fix": fix,
-                           "message": "%s; fix: %s" % (problem, fix)})
+            errors.append(_error(name, variables.get(name), problem, fix, shown=False))
     for name in collection.get("required", ()):
         if name not in names or variables.get(name) is None:
-            fix = "set it in the inventory's group_vars (%s, ### %s)" % (DOCS, name)
-            errors.append({"variable": name, "value": None, "problem": "%s is not set" % name, "fix": fix,
-                           "message": "%s is not set; fix: %s" % (name, fix)})
+            errors.append(_error(name, None, "%s is not set" % name, "set it in the inventory's group_vars (%s, ### %s)"
+                                 % (DOCS, name), shown=False))
     return errors
 
 
@@ -642,8 +641,12 @@ def check_settings(variables, names=None, collection=None, given=()):
     return {"values": values, "errors": errors}
 
 
-def _error(name, value, problem, fix):
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+def _error(name, value, problem, fix, shown=True):
+    """One refusal; its message quotes the value unless ``shown`` is false
+    (a misspelt name, a missing one: the value is not the problem)."""
+    got = ""
+    if shown:
+        got = repr(value)
+        got = " (got %s)" % (got if len(got) <= 80 else got[:77] + "...")
     return {"variable": name, "value": value, "problem": problem, "fix": fix,
-            "message": "%s (got %s); fix: %s" % (problem, shown, fix)}
+            "message": "%s%s; fix: %s" % (problem, got, fix)}

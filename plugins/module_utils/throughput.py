@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from .degradation import CANNOT_TELL, FactsError, attribute, facts_path, is_facts_file, read_facts
+from .degradation import CANNOT_TELL, NOISE_SIGMAS, FactsError, attribute, facts_path, is_facts_file, read_facts
 
 __metaclass__ = type
 
@@ -61,7 +61,6 @@ MAX_DROP_POINTS = 200
 # A normal run's scatter is taken as 1.4826 * MAD (the standard deviation of
 # normally distributed noise); a threshold within 3 of those may flag noise.
 MAD_TO_SIGMA = 1.4826
-NOISE_SIGMAS = 3
 
 BASELINE_KIND = "mlinfra.multinode.throughput_baseline"
 BASELINE_VERSION = 1
@@ -131,6 +130,22 @@ def quantile(values, fraction):
     """The value below which lies the given fraction of values (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(math.ceil(fraction * len(ordered))) - 1))]
+
+
+def noise(runs):
+    """How far the degraded runs (``runs``: each with ``degraded`` and
+    ``throughput``) fall below the normal ones against the normal runs'
+    scatter: {shortfall, scatter (1.4826 MAD), within: the shortfall is
+    within NOISE_SIGMAS of it}; None where fewer than two normal runs or
+    no degraded run give a throughput."""
+    normal = [run["throughput"] for run in runs if not run["degraded"] and run.get("throughput")]
+    degraded = [run["throughput"] for run in runs if run["degraded"] and run.get("throughput")]
+    spread = relative_mad(normal)
+    if spread is None or not degraded:
+        return None
+    scatter, shortfall = MAD_TO_SIGMA * spread, 1.0 - median(degraded) / median(normal)
+    return {"shortfall": round(shortfall, 4), "scatter": round(scatter, 4),
+            "within": shortfall <= NOISE_SIGMAS * scatter}
 
 
 def relative_mad(values):
@@ -864,7 +879,7 @@ def attribute_runs(runs):
                          "path": run["path"], "throughput": run.get("throughput")})
     if not any(run["facts"] for run in numbered):
         return None
-    return attribute(numbered)
+    return attribute(numbered, noise([run for run in numbered if run["facts"] and run["degraded"] is not None]))
 
 
 def baseline_file_state(path, text):

@@ -439,8 +439,7 @@ def fabric_fitness(report, fail_on):
     # The nodes that run none of the pods checked: what fails there does
     # not touch the pods, and is said apart.
     pod_nodes = set(item.get("node") for item in report["pods"] if item.get("node"))
-    podless = [item["node"] for item in blocking if item.get("node") and item["node"] not in pod_nodes
-               and "pod" in item and item["subject"].startswith("node ")]
+    podless = [item["node"] for item in blocking if item["subject"].startswith("node ") and item["node"] not in pod_nodes]
     return {"fit": not blocking and not missing, "blocking": blocking, "missing": missing, "failing": failing,
             "podless_only": bool(report["pods"]) and bool(blocking) and len(podless) == len(blocking),
             "podless": podless}

@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation
 from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import ThroughputError, format_report, \
-    throughput_report
+    noise, throughput_report
 
 COMPOSER = Path(__file__).resolve().parents[3] / "fixtures" / "logs" / "composer"
 GB = 10 ** 9
@@ -127,7 +127,7 @@ def test_degraded_runs_within_the_normal_runs_scatter_are_not_pinned_on_a_node()
                     pod("h-kim-1", nodes[1], uid="y%d" % number))
         entry["throughput"] = value
         runs.append(entry)
-    result = degradation.attribute(runs)
+    result = degradation.attribute(runs, noise(runs))
     assert result["verdict"] == degradation.CANNOT_TELL
     # Normal 100, 115, 88, 104: median 102, MAD 7.5 -> 10.9% scatter; the
     # degraded 86 and 84 are 16.7% below, within 3 of it (32.7%).
@@ -140,7 +140,7 @@ def test_degraded_runs_within_the_normal_runs_scatter_are_not_pinned_on_a_node()
     for entry in runs:
         if entry["degraded"]:
             entry["throughput"] = 50.0
-    result = degradation.attribute(runs)
+    result = degradation.attribute(runs, noise(runs))
     assert result["verdict"] == degradation.ATTRIBUTED and result["noise"]["within"] is False
     assert result["summary"].startswith("degraded runs 3, 5: node node-c")
 
