@@ -338,6 +338,7 @@ SETTINGS = {
     "cluster_pod_ready_timeout": SECONDS,
     "cluster_api_timeout": _count(1, 600),
     "cluster_lock_wait": _count(0, 3600),
+    "cluster_verification_max_age": _count(0, 3650),
     "cluster_nccl_env_overrides": _nccl_overrides,
     "cluster_offline": _bool,
     "cluster_nodes_must_take_pods": _bool,

@@ -10,7 +10,9 @@ off it, so a pod would wait for ever), or, with
 statefulset_require_verified_nodes, when verify-rdma.yml has not passed it.
 The affinity itself is workload_manifests.node_affinity; the two agree.
 A usable node must also offer what a pod asks for (GPUs, CPU, memory, the
-RDMA resources): short_of and nodes_short.
+RDMA resources): short_of and nodes_short. A pod already running on a node
+that has since failed, or whose pass is older than the inventory allows, is
+named by doubtful_placements (nothing moves a running pod).
 
 Standard library only.
 """
@@ -18,6 +20,8 @@ Standard library only.
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import datetime
 
 from .quantity import parse_quantity
 
@@ -77,6 +81,48 @@ def too_few_nodes(found, replicas, named_count, cluster_name):
         fixes.append("uncordon a node once repaired (kubectl uncordon NODE)")
     return "replicas=%d but only %d of the %d cluster_gpu_nodes can take a pod: %s; nothing was changed; fix: %s" % (
         replicas, usable, named_count, "; ".join(reasons), ", or ".join(fixes))
+
+
+# -- pods already placed -------------------------------------------------------
+
+def _day(text):
+    try:
+        return datetime.datetime.strptime(str(text), "%Y-%m-%d").date()
+    except ValueError:
+        return None
+
+
+def _placement(entry):
+    if "metadata" in entry:
+        return {"pod": entry["metadata"]["name"], "node": (entry.get("spec") or {}).get("nodeName")}
+    return {"pod": entry["pod"], "node": entry.get("node")}
+
+
+def doubtful_placements(placed, nodes, today, max_age_days, cluster_name):
+    """One warning per pod that runs on a node verify-rdma.yml failed, or
+    passed more than ``max_age_days`` days before ``today`` (YYYY-MM-DD; 0
+    leaves age alone). ``placed``: ``{pod, node}`` entries or pod objects;
+    ``nodes``: the node objects. A node never verified is not warned about: many clusters
+    never label theirs (statefulset_require_verified_nodes asks for it)."""
+    by_name = dict((node["metadata"]["name"], node) for node in nodes or [])
+    today = _day(today)
+    if today is None:
+        raise ValueError("today must be a date as YYYY-MM-DD")
+    warnings = []
+    for entry in sorted((_placement(entry) for entry in placed or []), key=lambda entry: entry["pod"]):
+        labels = (by_name.get(entry["node"]) or {}).get("metadata", {}).get("labels") or {}
+        verdict, date = labels.get(VERIFIED_LABEL), labels.get(VERIFIED_DATE_LABEL)
+        if verdict == "false":
+            warnings.append("%s runs on %s, which verify-rdma.yml failed%s (%s=false); it stays there until deleted: "
+                            "fix the node, or delete the pod once no run needs it (kubectl delete pod) to move it "
+                            "to a node that passed" % (entry["pod"], entry["node"], " on " + date if date else "",
+                                                      VERIFIED_LABEL))
+        elif verdict == "true" and max_age_days and _day(date) and (today - _day(date)).days > max_age_days:
+            warnings.append("%s runs on %s, last verified %s (%d days ago, more than cluster_verification_max_age=%d); "
+                            "check it again: ansible-playbook playbooks/verify-rdma.yml -i inventories/%s -e verify_label_nodes=true"
+                            % (entry["pod"], entry["node"], date, (today - _day(date)).days, max_age_days,
+                               cluster_name))
+    return warnings
 
 
 # -- what a pod asks for ------------------------------------------------------

@@ -63,6 +63,22 @@ def uncordoned(api_client, node):
         core.patch_node(node, {"spec": {"unschedulable": True}})
 
 
+@contextlib.contextmanager
+def node_verdicts(api_client, verdicts):
+    """Nodes labelled as verify-rdma.yml labels them (node: (verdict, date))
+    for the duration; the labels are removed afterwards."""
+    core = client.CoreV1Api(api_client)
+    for node, (verdict, date) in verdicts.items():
+        core.patch_node(node, {"metadata": {"labels": {"mlinfra.io/rdma-verified": verdict,
+                                                       "mlinfra.io/rdma-verified-date": date}}})
+    try:
+        yield
+    finally:
+        for node in verdicts:
+            core.patch_node(node, {"metadata": {"labels": {"mlinfra.io/rdma-verified": None,
+                                                           "mlinfra.io/rdma-verified-date": None}}})
+
+
 def exec_json(api_client, namespace, pod, command):
     """Run a command in the pod's trainer container and parse its output as JSON."""
     from kubernetes.stream import stream
@@ -110,11 +126,23 @@ def test_pods_that_disagree_on_the_rails_fail_the_scale_naming_the_node(api_clie
         assert [line for line in block if line.startswith("FAILED ")] == [
             "FAILED Scale the GPU pods of the cluster: Say that the StatefulSet was scaled before the failure: "
             + " ".join(message.split())]
-    # status.yml shows the same, and fails for nothing.
-    status = run_playbook("status.yml", "local", {"cluster_namespace": deploy_ns})
+    # status.yml shows the same, and fails for nothing. Meanwhile
+    # verify-rdma.yml has failed the second pod's node and last passed the
+    # first's long ago: both pods are named, the fix with each.
+    with node_verdicts(api_client, {RAIL_DOWN_NODE: ("false", "2026-11-20"), GPU_NODES[0]: ("true", "2026-01-02")}):
+        status = run_playbook("status.yml", "local", {"cluster_namespace": deploy_ns})
     assert not status.failed, status.failure_messages()
     (table,) = status.results("Show the table")
     assert any(line.startswith("pods differ: usable RDMA ports") for line in table["msg"])
+    (warned,) = status.results("Warn about pods on nodes that failed or were verified too long ago")
+    assert warned["msg"][0] == "WARNING: 2 pod(s) on doubtful nodes", warned["msg"]
+    assert warned["msg"][1].startswith("h-kim-0 runs on %s, last verified 2026-01-02 (" % GPU_NODES[0])
+    assert "more than cluster_verification_max_age=7); check it again: ansible-playbook playbooks/verify-rdma.yml " \
+        "-i inventories/local -e verify_label_nodes=true" in warned["msg"][1]
+    assert warned["msg"][2].startswith("h-kim-1 runs on %s, which verify-rdma.yml failed on 2026-11-20" % RAIL_DOWN_NODE)
+    # The last screen repeats it.
+    assert "- Show the state of the GPU pods of the cluster: WARNING: 2 pod(s) on doubtful nodes h-kim-0 runs on" \
+        in status.stdout
 
 
 def test_vfs_the_sriov_role_has_made_are_checked_before_any_pod(api_client, deploy_ns):

@@ -2,7 +2,8 @@
 reads when too few can (the cluster role's node check, before anything is
 changed)."""
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import too_few_nodes, usable_nodes
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import (doubtful_placements, too_few_nodes,
+                                                                             usable_nodes)
 from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import node_affinity
 
 
@@ -62,3 +63,27 @@ def test_the_statefulset_s_affinity_keeps_pods_off_the_same_nodes():
     strict = expressions(statefulset_require_verified_nodes=True)
     assert {"key": "mlinfra.io/rdma-verified", "operator": "In", "values": ["true"]} in strict
     assert not any(item["operator"] == "NotIn" for item in strict)
+
+
+def test_a_pod_on_a_failed_or_long_unchecked_node_is_named():
+    placed = [{"pod": "h-kim-1", "node": "u16"}, {"pod": "h-kim-0", "node": "u09"}, {"pod": "h-kim-2", "node": "u11"},
+              {"pod": "h-kim-3", "node": "old"}, {"pod": "h-kim-4", "node": None},
+              # A pod object as k8s_info gives it.
+              {"metadata": {"name": "h-kim-5"}, "spec": {"nodeName": "u25"}}]
+    nodes = NODES + [node("old", "true", "2026-11-01"), node("u09", "true", "2026-11-27")]
+    warnings = doubtful_placements(placed, nodes, "2026-11-28", 7, "local")
+    # Sorted by pod; u09 (passed yesterday) and u11 (never checked) say nothing.
+    assert warnings == [
+        "h-kim-1 runs on u16, which verify-rdma.yml failed on 2026-11-28 (mlinfra.io/rdma-verified=false); it stays "
+        "there until deleted: fix the node, or delete the pod once no run needs it (kubectl delete pod) to move it to a "
+        "node that passed",
+        "h-kim-3 runs on old, last verified 2026-11-01 (27 days ago, more than cluster_verification_max_age=7); check "
+        "it again: ansible-playbook playbooks/verify-rdma.yml -i inventories/local -e verify_label_nodes=true",
+        "h-kim-5 runs on u25, which verify-rdma.yml failed on 2026-11-28 (mlinfra.io/rdma-verified=false); it stays "
+        "there until deleted: fix the node, or delete the pod once no run needs it (kubectl delete pod) to move it to a "
+        "node that passed"]
+    # 0 leaves the age alone; a failed node is named whatever the age setting.
+    assert [line.split(",")[0] for line in doubtful_placements(placed, nodes, "2026-11-28", 0, "local")] == [
+        "h-kim-1 runs on u16", "h-kim-5 runs on u25"]
+    # On the day the age is reached, not yet.
+    assert doubtful_placements(placed, nodes, "2026-11-08", 7, "local") == [warnings[0], warnings[2]]
