@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 
+from doc_commands import doc_command
 from kubernetes import client
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -209,6 +210,60 @@ def playbook_in_background(playbook, inventory, extra_vars=None, timeout=900):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+SHIPPED_INVENTORIES = sorted(name for name in os.listdir(os.path.join(REPO, "inventories"))
+                             if name != "template" and os.path.isdir(os.path.join(REPO, "inventories", name)))
+
+
+def doc_command_run(text, inventory="local", inventory_values=None, **chosen):
+    """What runs one command of README.md or docs/quickstart.md as written
+    (doc_commands.py): ``text`` is the command as a document shows it,
+    ``chosen`` the options it offers that the run takes up, with their
+    values. ``inventory_values`` are what the test's inventory holds
+    (the namespace a test is given, the nodes it runs on, where reports go):
+    given as extra variables, they may not name what the command shows.
+    Returns (the command, its playbook_command arguments)."""
+    command = doc_command(text)
+    assert inventory in command.inventories(SHIPPED_INVENTORIES), (text, inventory)
+    shown = set(command.required) | set(command.optional)
+    assert not shown & set(inventory_values or {}), "%r shows %s: give it as chosen" % (
+        text, ", ".join(sorted(shown & set(inventory_values))))
+    extra_vars = dict(inventory_values or {}, **command.extra_vars(chosen))
+    return command, dict(playbook=command.playbook, inventory=inventory, extra_vars=extra_vars, check=command.check)
+
+
+def assert_ends_as_documented(command, run):
+    """The last line the user reads (the verdict block's) matches the one
+    the document shows for the command, when it shows one."""
+    pattern = command.last_line_pattern()
+    last = run.stdout.rstrip().splitlines()[-1] if run.stdout.strip() else ""
+    last = last.split(": ", 1)[1] if last.startswith(("- ", "FAILED ")) and ": " in last else last
+    if pattern is None:
+        return
+    assert pattern.match(last), "%r ends with %r, not as docs/quickstart.md shows it: %r" % (
+        command.text, last, command.ends_with)
+
+
+def run_doc_command(text, inventory="local", inventory_values=None, timeout=900, **chosen):
+    """Runs a command of the documents as written (doc_command_run) and
+    checks its last line against the one the document shows; its PlaybookRun."""
+    command, arguments = doc_command_run(text, inventory, inventory_values, **chosen)
+    run = run_playbook(timeout=timeout, **arguments)
+    assert_ends_as_documented(command, run)
+    return run
+
+
+@contextlib.contextmanager
+def doc_command_in_background(text, inventory="local", inventory_values=None, timeout=900, **chosen):
+    """playbook_in_background for a command of the documents as written."""
+    command, arguments = doc_command_run(text, inventory, inventory_values, **chosen)
+    with playbook_in_background(arguments["playbook"], inventory, arguments["extra_vars"], timeout) as finish:
+        def finish_as_documented():
+            run = finish()
+            assert_ends_as_documented(command, run)
+            return run
+        yield finish_as_documented
 
 
 @contextlib.contextmanager

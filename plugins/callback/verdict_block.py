@@ -15,6 +15,10 @@ description:
     C(mlinfra_verdict), for example the verify role's C(Pass only a fabric fit to train on) and the train role's
     C(Report the run)) and of every task that failed the run (its message names the fix), and prints them, by play,
     as the last lines of the run, where a reader looks first; hundreds of task lines above no longer hide them.
+  - When a failure interrupts a run after it changed the cluster, it also says which tasks had changed it (objects
+    created, patched, scaled or deleted through the Kubernetes modules), since a failure is not undone and the reader
+    should know what is half done before running again. A failed verdict (a task marked C(mlinfra_verdict)) judges
+    work that was done and adds no such line.
   - Enabled by this repository's C(ansible.cfg) (C(callbacks_enabled)); a project of your own enables it with
     C(callbacks_enabled = mlinfra.multinode.verdict_block) in its C(ansible.cfg).
 requirements:
@@ -22,6 +26,7 @@ requirements:
 """
 
 from ansible import constants as C
+from ansible import context
 from ansible.plugins.callback import CallbackBase
 
 HEADING = "mlinfra.multinode: what this run found"
@@ -37,6 +42,13 @@ def _message(result, failed=False):
         found = "; ".join(str(item.get("msg")) for item in result["results"]
                           if isinstance(item, dict) and item.get("msg") and (item.get("failed") or not failed))
     return " ".join(str(found or "").split())
+
+
+# The modules that change a cluster; their _info and read-only companions
+# change nothing. The deployment's lock (cluster_lock) is bookkeeping.
+_CLUSTER_WRITERS = ("kubernetes.core.k8s", "kubernetes.core.k8s_scale", "kubernetes.core.k8s_json_patch",
+                    "kubernetes.core.k8s_drain", "community.okd.k8s", "community.okd.openshift_process",
+                    "redhat.openshift.k8s", "k8s", "k8s_scale", "k8s_json_patch")
 
 
 def _uuids(tasks):
@@ -65,6 +77,11 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(*args, **kwargs)
         self.play = None
         self.lines = []
+        # Per play, the tasks that changed the cluster, in their order; and
+        # the plays whose work a failure interrupted (a failed verdict is a
+        # judgement of work done, not work left half done).
+        self.changed = {}
+        self.interrupted = []
 
     def v2_playbook_on_play_start(self, play):
         self.play = play.get_name().strip()
@@ -74,11 +91,19 @@ class CallbackModule(CallbackBase):
             message = _message(result.result)
             if message:
                 self.lines.append((self.play, False, message))
+        if result.result.get("changed") and result.task.action in _CLUSTER_WRITERS \
+                and not context.CLIARGS.get("check"):
+            task = result.task_name.split(" : ", 1)[-1]
+            done = self.changed.setdefault(self.play, [])
+            if task not in done:
+                done.append(task)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         # A failure a block's rescue takes up says it again, with more.
         if ignore_errors or _rescued(result.task):
             return
+        if not (result.task.vars or {}).get("mlinfra_verdict") and self.play not in self.interrupted:
+            self.interrupted.append(self.play)
         # The task as it reads, without its role's name.
         task = result.task_name.split(" : ", 1)[-1]
         self.lines.append((self.play, True, "%s: %s" % (task, _message(result.result, True) or "failed")))
@@ -90,3 +115,9 @@ class CallbackModule(CallbackBase):
         for play, failed, message in self.lines:
             self._display.display("%s %s: %s" % ("FAILED" if failed else "-", play, message),
                                   color=C.COLOR_ERROR if failed else C.COLOR_OK)
+        # After the failures, per play a failure interrupted, what it had
+        # changed by then.
+        for play in [play for play in self.interrupted if self.changed.get(play)]:
+            self._display.display(
+                "- %s: the cluster was already changed before the failure, and stays so: %s; run it again once "
+                "fixed (it changes only what differs)" % (play, "; ".join(self.changed[play])), color=C.COLOR_WARN)

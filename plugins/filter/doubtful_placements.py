@@ -66,8 +66,8 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice impo
 
 
 def doubtful_placements_filter(placed, nodes, today, max_age_days, cluster_name):
-    if not isinstance(placed, list) or not all(isinstance(entry, dict) and ("pod" in entry or "metadata" in entry)
-                                              for entry in placed):
+    entries = placed if isinstance(placed, list) else [None]
+    if not all(isinstance(entry, dict) and ("pod" in entry or "metadata" in entry) for entry in entries):
         raise AnsibleFilterError("doubtful_placements takes pod objects, or entries of a pod and its node")
     if not isinstance(nodes, list) or not all(isinstance(node, dict) for node in nodes):
         raise AnsibleFilterError("doubtful_placements takes the node objects as k8s_info returns them")

@@ -19,7 +19,7 @@ description:
     quantities (V(cpu) V(32) or V(500m), V(memory) V(256Gi)). A resource the node does not list counts as 0.
 author:
   - mlinfra maintainers (@mlinfra)
-positional: usable, wanted, asked_by
+positional: usable, wanted, asked_by, before_changes
 options:
   _input:
     description: The node objects, as C(kubernetes.core.k8s_info) returns them.
@@ -40,6 +40,10 @@ options:
     description: Resource name to the variable that asks for it (V(nvidia.com/gpu) to V(cluster_gpus_per_node)).
     type: dict
     required: true
+  before_changes:
+    description: Whether the play has changed nothing yet; false words the refusal as leaving the pods unchanged.
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -66,13 +70,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import nodes_short
 
 
-def nodes_short_filter(nodes, usable, wanted, asked_by):
+def nodes_short_filter(nodes, usable, wanted, asked_by, before_changes=True):
     if not isinstance(nodes, list) or not all(isinstance(node, dict) for node in nodes):
         raise AnsibleFilterError("nodes_short takes the node objects as k8s_info returns them")
     if not isinstance(wanted, dict) or not isinstance(asked_by, dict):
         raise AnsibleFilterError("nodes_short takes mappings of what a pod wants and of the variables that ask for it")
     try:
-        return nodes_short(nodes, set(usable or []), wanted, asked_by)
+        return nodes_short(nodes, set(usable or []), wanted, asked_by, bool(before_changes))
     except ValueError as error:
         raise AnsibleFilterError("nodes_short: %s" % error)
 

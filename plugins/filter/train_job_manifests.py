@@ -20,7 +20,7 @@ description:
     the fix.
   - The node rank, the rendezvous host (pod 0) and each pod's own address come from what the mode's controller
     provides (the completion index, the replica-index label, C(VC_TASK_INDEX) and C(VC_WORKER_HOSTS)), as in the
-    seeds' OKE examples; the pods do not restart and keep off each other's nodes.
+    OKE host-network PyTorchJob and Volcano examples; the pods do not restart and keep off each other's nodes.
   - Fails when the pods' workspace is a claim per StatefulSet pod (C(cluster_storage_mode=per-pod)), which a Job's
     pods cannot mount.
 author:

@@ -7,14 +7,20 @@ One line per op of a sweep: the bus bandwidth (GB/s) of every measured size
 against the size (the requested size, the sweep's step, to which the gates
 apply) on a log2 axis. The gates (--min-busbw) are a dashed grey step line,
 and sizes that fail (below their gate, or with wrong elements) are ringed in
-red. Rows that were not measured have no figure and are left out. Standard
-library only (png_chart), like collective_bench.
+red. Rows that were not measured have no figure and are left out. A
+pairwise run is drawn pair by pair (its pairs in the document's order on a
+counting axis), the slow pairs ringed in red. A soak report (soak.json) is
+drawn by soak_plot. Standard library only (png_chart), like
+collective_bench.
 """
 
 from __future__ import absolute_import, division, print_function
 
-from .collective_bench import read_document
+import json
+
+from .collective_bench import parse_document
 from .png_chart import GREEN, GREY, PALETTE, RED, TEXT, LineChart
+from .soak_plot import is_soak_report, soak_chart
 
 __metaclass__ = type
 
@@ -25,6 +31,8 @@ HEIGHT_RANGE = (240, 4000)
 DEFAULT_TITLE = "mlinfra-nccl-bench: bus bandwidth by message size"
 GATE_LABEL = "gate (min busbw)"
 FAIL_LABEL = "fails (below gate / wrong)"
+PAIRS_TITLE = "mlinfra-nccl-bench: bus bandwidth of each node pair"
+SLOW_LABEL = "slow (below the pairs' median / gate)"
 
 
 def check_dimensions(width, height):
@@ -68,15 +76,37 @@ def subtitle_runs(document):
             (" - %s ranks on %s, %s, %s" % (document.get("world_size"), nodes, document.get("dtype"), backend), TEXT)]
 
 
+def measured_pairs(document):
+    """[(number, pair)] of a pairwise run's measured pairs, numbered from 1
+    in the document's order (the report's pair table)."""
+    return [(number, pair) for number, pair in enumerate(document.get("pairs") or (), 1)
+            if pair.get("status") == "measured" and pair.get("busbw_gbps") is not None]
+
+
+def pairs_chart(document, width, height, title, source):
+    """The chart of a pairwise run: each pair's busbw by its number."""
+    pairs = measured_pairs(document)
+    if not pairs:
+        raise ValueError("%s has no measured pair to plot: plot a pairwise run that measured at least one pair" % source)
+    chart = LineChart(width, height, title=title or PAIRS_TITLE, subtitle=subtitle_runs(document), counting=True,
+                      x_label="node pair (as numbered in the report)", y_label="busbw (GB/s)")
+    slow = [(number, pair["busbw_gbps"]) for number, pair in pairs if pair.get("slow") or pair.get("wrong")]
+    if slow:
+        chart.markers(SLOW_LABEL, slow, RED)
+    chart.line("pair busbw", [(number, pair["busbw_gbps"]) for number, pair in pairs], PALETTE[0])
+    return chart
+
+
 def build_chart(document, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, title=None, source="the document"):
     """The LineChart of a parsed document (collective_bench.parse_document).
-    Raises ValueError when no row was measured."""
+    Raises ValueError when no row (no pair of a pairwise run) was measured."""
     check_dimensions(width, height)
+    if document.get("mode") == "pairwise":
+        return pairs_chart(document, width, height, title, source)
     blocks = measured_rows(document)
     if not blocks:
-        raise ValueError("%s has no measured row to plot (%s): plot the document of a sweep that measured at least "
-                         "one size" % (source, "a pairwise run has none" if document.get("mode") == "pairwise"
-                                       else "every size was not measured, or there are no ops"))
+        raise ValueError("%s has no measured row to plot (every size was not measured, or there are no ops): plot "
+                         "the document of a sweep that measured at least one size" % source)
     chart = LineChart(width, height, title=title or DEFAULT_TITLE, subtitle=subtitle_runs(document),
                       x_label="message size (bytes)", y_label="busbw (GB/s)")
     gates, failing = {}, []
@@ -97,19 +127,36 @@ def build_chart(document, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, title=None
 
 
 def plot(document, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, title=None, source="the document"):
-    """{png, ops, points, chart}: the PNG bytes, the ops plotted, the number of points."""
+    """{png, ops, points, chart}: the PNG bytes, the ops plotted (``pairs``
+    for a pairwise run), the number of points."""
     chart = build_chart(document, width, height, title, source)
+    if document.get("mode") == "pairwise":
+        return {"png": chart.png(), "ops": ["pairs"], "points": len(measured_pairs(document)), "chart": chart}
     blocks = measured_rows(document)
     return {"png": chart.png(), "ops": [op for op, _block, _rows in blocks],
             "points": sum(len(rows) for _op, _block, rows in blocks), "chart": chart}
 
 
 def plot_file(src, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, title=None):
-    """plot() of the document at ``src``. Raises ValueError naming the file and what is wrong with it."""
+    """plot() of the benchmark document at ``src``, or the soak chart of a
+    soak report. Raises ValueError naming the file and what is wrong with it."""
     try:
-        document = read_document(src)
+        with open(src, encoding="utf-8") as handle:
+            text = handle.read()
     except (IOError, OSError) as exc:
         raise ValueError("cannot read src %s: %s" % (src, exc.strerror or exc))
+    except ValueError as exc:
+        raise ValueError("%s cannot be read as UTF-8 JSON: %s" % (src, exc))
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if is_soak_report(found):
+        check_dimensions(width, height)
+        chart = soak_chart(found, width, height, title, source=src)
+        return {"png": chart.png(), "ops": ["soak"], "points": len(chart.series[-1]["points"]), "chart": chart}
+    try:
+        document = parse_document(text, source=src)
     except ValueError as exc:
         # parse_document's messages start with the path; a decoding error does not name it.
         message = str(exc)

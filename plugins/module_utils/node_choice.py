@@ -113,10 +113,10 @@ def doubtful_placements(placed, nodes, today, max_age_days, cluster_name):
         labels = (by_name.get(entry["node"]) or {}).get("metadata", {}).get("labels") or {}
         verdict, date = labels.get(VERIFIED_LABEL), labels.get(VERIFIED_DATE_LABEL)
         if verdict == "false":
+            failed_on = " on " + date if date else ""
             warnings.append("%s runs on %s, which verify-rdma.yml failed%s (%s=false); it stays there until deleted: "
                             "fix the node, or delete the pod once no run needs it (kubectl delete pod) to move it "
-                            "to a node that passed" % (entry["pod"], entry["node"], " on " + date if date else "",
-                                                      VERIFIED_LABEL))
+                            "to a node that passed" % (entry["pod"], entry["node"], failed_on, VERIFIED_LABEL))
         elif verdict == "true" and max_age_days and _day(date) and (today - _day(date)).days > max_age_days:
             warnings.append("%s runs on %s, last verified %s (%d days ago, more than cluster_verification_max_age=%d); "
                             "check it again: ansible-playbook playbooks/verify-rdma.yml -i inventories/%s -e verify_label_nodes=true"
@@ -152,11 +152,13 @@ def short_of(allocatable, wanted):
     return short
 
 
-def nodes_short(nodes, usable, wanted, asked_by):
+def nodes_short(nodes, usable, wanted, asked_by, before_changes=True):
     """One refusal for every usable node that cannot host a pod, the nodes
     that lack the same grouped together (eight GPUs asked of nodes of four
     is one problem, not one per node), naming the variables that ask for
-    what is short (``asked_by``: resource to variable); "" when all can."""
+    what is short (``asked_by``: resource to variable); "" when all can.
+    ``before_changes``: whether the play has changed nothing yet (else only
+    the pods are said to be unchanged)."""
     groups = []
     for node in nodes:
         name = node["metadata"]["name"]
@@ -183,6 +185,7 @@ def nodes_short(nodes, usable, wanted, asked_by):
         problems.append("%s %s: %s; fix: %s" % (
             "node" if len(group["nodes"]) == 1 else "nodes", ", ".join(group["nodes"]),
             ", ".join(group["short"]), ", or ".join(fixes)))
-    return ("%s cannot host a pod (nothing was changed): %s" % (
+    return ("%s cannot host a pod (%s): %s" % (
         "a named node" if len(problems) == 1 and len(groups[0]["nodes"]) == 1 else "named nodes",
-        "; ".join(problems))) if problems else ""
+        "nothing was changed" if before_changes else "the pods were not changed", "; ".join(problems))) \
+        if problems else ""

@@ -191,7 +191,7 @@ def main_autodetect(argv=None):
         sys.stdout.write(text)
     if args.json_path:
         _write_atomically(args.json_path, json.dumps(result, indent=2, sort_keys=True) + "\n")
-    # The launcher's log shows what was decided, as the seed's wrapper did.
+    # The launcher's log shows what was decided, as hand-run launch scripts print it.
     log = sys.stderr if not args.output else sys.stdout
     log.write("[autodetect] transport=%s (%s)\n" % (result["transport"], result["transport_reason"]))
     for detail in result["details"]:

@@ -7,7 +7,8 @@ Canvas draws on an RGB buffer (rectangles, 2 px lines that may be dashed,
 filled discs, text in a built-in 5x7 bitmap font) and encodes it as PNG
 (IHDR, one IDAT of zlib-compressed rows with filter 0, IEND). LineChart lays
 out a chart on it: a log2 x axis whose ticks are powers of two labelled in
-binary units (1K, 64M, 8G), a linear y axis from 0, grid, title, legend.
+binary units (1K, 64M, 8G), or a counting x axis (runs, pairs: 1, 2, 3), a
+linear y axis from 0, grid, title, legend.
 
 Nothing is anti-aliased and nothing depends on fonts or libraries of the
 machine, so the same chart gives the same bytes everywhere.
@@ -16,6 +17,7 @@ machine, so the same chart gives the same bytes everywhere.
 from __future__ import absolute_import, division, print_function
 
 import math
+import re
 import struct
 import zlib
 
@@ -79,6 +81,7 @@ FONT = {
 }
 GLYPH_ADVANCE = 6   # 5 columns and a blank one
 LINE_HEIGHT = 8     # 7 rows and the descender
+SUBTITLE_LINES = 3  # a subtitle longer than this many lines is cut short
 
 
 def text_width(text, scale=1):
@@ -205,15 +208,17 @@ def format_ticks(values):
 
 
 class LineChart:
-    """Series against a log2 x axis and a linear y axis from 0.
+    """Series against a log2 x axis (``counting``: whole numbers 1, 2, 3)
+    and a linear y axis from 0.
 
     Add series with line(), step() and markers(), then call png(). After
     layout() (which png() calls), pixel() maps data to canvas coordinates.
     Text is drawn at ``scale`` times the 5x7 font (default: 1 px per font
     pixel below 900x540, 2 from 900x540, 3 from 1350x810 and so on)."""
 
-    def __init__(self, width=900, height=540, title="", subtitle=(), x_label="", y_label="", scale=None):
-        self.width, self.height = width, height
+    def __init__(self, width=900, height=540, title="", subtitle=(), x_label="", y_label="", scale=None,
+                 counting=False):
+        self.width, self.height, self.counting = width, height, counting
         self.title, self.x_label, self.y_label = title, x_label, y_label
         # Subtitle: a string, or (text, colour) runs drawn one after another.
         self.subtitle = ([(subtitle, TEXT)] if subtitle else []) if isinstance(subtitle, str) else list(subtitle)
@@ -247,13 +252,14 @@ class LineChart:
         if any(x <= 0 for x, _y in points):
             raise ValueError("a log2 x axis needs x values above 0")
         scale, text_h = self.scale, LINE_HEIGHT * self.scale
-        lows, highs = min(math.log(x, 2) for x, _y in points), max(math.log(x, 2) for x, _y in points)
-        pad = 0.5 if highs > lows else 1.0
+        lows, highs = min(self._x(x) for x, _y in points), max(self._x(x) for x, _y in points)
+        pad = 0.5 if highs > lows or self.counting else 1.0
         self.x_range = (lows - pad, highs + pad)
         self.y_ticks = nice_ticks(max(y for _x, y in points) * 1.08)
         self.y_labels = format_ticks(self.y_ticks)
         left = 6 * scale + text_h + 6 * scale + max(text_width(label, scale) for label in self.y_labels) + 6 * scale
-        top = 8 * scale + (text_h + 5 * scale) * (1 + bool(self.subtitle)) + 4 * scale
+        self.subtitle_lines = self._wrap(self.subtitle)
+        top = 8 * scale + (text_h + 5 * scale) * (1 + len(self.subtitle_lines)) + 4 * scale
         bottom = 6 * scale + text_h + 6 * scale + text_h + 5 * scale
         right = text_width("512M", scale) // 2 + 8 * scale
         self.frame = (left, top, self.width - 1 - right, self.height - 1 - bottom)
@@ -290,12 +296,16 @@ class LineChart:
         """Canvas coordinates of the data point (x, y)."""
         left, top, right, bottom = self.frame
         low, high = self.x_range
-        px = left + (math.log(x, 2) - low) / (high - low) * (right - left)
+        px = left + (self._x(x) - low) / (high - low) * (right - left)
         py = bottom - y / self.y_ticks[-1] * (bottom - top)
         return int(round(px)), int(round(py))
 
+    def _x(self, x):
+        return x if self.counting else math.log(x, 2)
+
     def _x_ticks(self):
-        """Powers of two in range, and every how many of them is labelled."""
+        """The ticks in range (powers of two, or whole numbers when
+        counting), and every how many of them is labelled."""
         low, high = self.x_range
         powers = list(range(int(math.ceil(low)), int(math.floor(high)) + 1))
         span = (self.frame[2] - self.frame[0]) / (high - low)
@@ -318,11 +328,11 @@ class LineChart:
             canvas.fill_rect(left - 4 * scale, y, left, y, AXIS)
             canvas.text(left - 6 * scale - text_width(label, scale), y - 7 * scale // 2, label, TEXT, scale)
         for power in powers:
-            x = self.pixel(2.0 ** power, 0)[0]
-            if power % every == 0:
+            x = self.pixel(power if self.counting else 2.0 ** power, 0)[0]
+            if power % every == 0 or (self.counting and every > 1 and power == 1):
                 canvas.fill_rect(x, top, x, bottom, GRID)
                 canvas.fill_rect(x, bottom, x, bottom + 4 * scale, AXIS)
-                label = format_binary(2 ** power)
+                label = str(power) if self.counting else format_binary(2 ** power)
                 canvas.text(x - text_width(label, scale) // 2, bottom + 6 * scale, label, TEXT, scale)
             else:
                 canvas.fill_rect(x, bottom, x, bottom + 2 * scale, AXIS)
@@ -335,14 +345,33 @@ class LineChart:
                     vertical=True)
         title = self._fit(self.title)
         canvas.text((self.width - text_width(title, scale)) // 2, 8 * scale, title, TEXT, scale, bold=True)
-        if self.subtitle:
-            self._draw_runs(canvas, 8 * scale + text_h + 5 * scale, self.subtitle)
+        for index, runs in enumerate(self.subtitle_lines):
+            self._draw_runs(canvas, 8 * scale + (text_h + 5 * scale) * (1 + index), runs)
         return canvas
 
     def _fit(self, text):
         """The text, cut short with '...' where it is wider than the canvas."""
         room = (self.width - 8 * self.scale) // (GLYPH_ADVANCE * self.scale)
         return text if len(text) <= room else text[:max(0, room - 3)] + "..."
+
+    def _wrap(self, runs):
+        """(text, colour) runs broken into lines between words where one
+        line is too narrow (node names are long), at most
+        SUBTITLE_LINES of them; what does not fit then is cut short on the
+        last one by _draw_runs."""
+        room = (self.width - 8 * self.scale) // (GLYPH_ADVANCE * self.scale)
+        lines, current, used = [], [], 0
+        for text, color in runs:
+            for word in re.findall(r"\S+\s*|\s+", text):
+                if current and used + len(word.rstrip()) > room and len(lines) < SUBTITLE_LINES - 1:
+                    lines.append(current)
+                    current, used = [], 0
+                    word = word.lstrip()
+                current.append((word, color))
+                used += len(word)
+        if current:
+            lines.append(current)
+        return [line[:-1] + [(line[-1][0].rstrip(), line[-1][1])] for line in lines if line]
 
     def _draw_runs(self, canvas, y, runs):
         """(text, colour) runs centred on one line, cut short like _fit()."""

@@ -11,8 +11,8 @@ devices, security context, node affinity and workspace claim, taken from the
 StatefulSet the statefulset role renders, so the two never drift apart),
 changed only where a run differs from an idle development pod: the trainer
 container runs the launcher, nothing restarts, the pods carry the run's label
-and keep off each other's nodes. What each mode adds follows the seeds' OKE
-examples and the operators' own conventions: where the node rank, the
+and keep off each other's nodes. What each mode adds follows the published OKE
+host-network PyTorchJob and Volcano examples and the operators' own conventions: where the node rank, the
 rendezvous host and the pod's own address come from.
 
 =========== ========================== ============================== =========================
@@ -242,7 +242,7 @@ def _pytorchjob_objects(run):
     return [{
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": run["metadata"],
         "spec": {
-            # The seed's elastic c10d set-up; the launcher passes torchrun
+            # The elastic c10d set-up of the OKE PyTorchJob example; the launcher passes torchrun
             # its settings itself.
             "elasticPolicy": {"rdzvBackend": "c10d", "rdzvPort": run["port"], "minReplicas": replicas,
                               "maxReplicas": replicas, "maxRestarts": 0},

@@ -5,7 +5,7 @@
 it, stop it.
 
 The train role runs ``mlinfra-train`` in every pod of the StatefulSet at once
-(the launcher that replaces the seeds' lm-train.sh), then polls it. Each pod
+(the launcher that replaces a hand-run lm-train.sh), then polls it. Each pod
 starts torchrun as node ``node_rank`` of the job (the ordinal of its pod's
 name), with c10d rendezvous on pod 0 and the NCCL environment that the
 autodetect init container wrote, and returns at once; the run goes on in the
@@ -159,8 +159,8 @@ def torchrun_command(python, nnodes, nproc_per_node, node_rank, host, port, run_
     """torchrun (as ``python -m torch.distributed.run``, so that the pod's
     python with torch is the one used) with c10d rendezvous on host:port.
 
-    Node 0 hosts the rendezvous store (``is_host``), as the seeds' Kubeflow
-    and Volcano examples do: torch would otherwise guess it from whether the
+    Node 0 hosts the rendezvous store (``is_host``), as the OKE host-network
+    Kubeflow and Volcano examples do: torch would otherwise guess it from whether the
     endpoint's name is this machine's, which a pod's headless-service name
     need not be. torchrun gives the nodes their group ranks in the order of
     its node descriptors (address, pid), so ``--node-rank`` names this pod's
@@ -274,8 +274,8 @@ def list_gpus(environ):
 
 
 def rdma_configuration(env, memlock, host_root):
-    """What the launch prints about its RDMA set-up, as the seed's lm-train.sh
-    did: the NCCL variables, memlock, the RDMA devices and the GPUs."""
+    """What the launch prints about its RDMA set-up, as a hand-run lm-train.sh
+    does: the NCCL variables, memlock, the RDMA devices and the GPUs."""
     return {
         "nccl": dict((name, env[name]) for name in sorted(env) if name.startswith("NCCL_")),
         "memlock": memlock,

@@ -107,16 +107,23 @@ def skipped_checks(checks):
             if check.get("status") == SKIP and check.get("name") and not check.get("not_applicable")]
 
 
-def verdict_words(status, not_checked=()):
-    """A verdict as a reader sees it: PASS, or PASS, 3 not checked:
-    transport, gate, lossless RoCE (each name once, as first met)."""
-    badge = {NOT_CHECKED: "NOT CHECKED"}.get(status, status.upper())
+def not_checked_words(not_checked):
+    """3 not checked: transport, gate, lossless RoCE (each name once, as
+    first met); "" when nothing was left unchecked."""
     names = []
     for item in not_checked or []:
         words = check_words(item["name"])
         if words not in names:
             names.append(words)
-    return "%s, %d not checked: %s" % (badge, len(names), ", ".join(names)) if names else badge
+    return "%d not checked: %s" % (len(names), ", ".join(names)) if names else ""
+
+
+def verdict_words(status, not_checked=()):
+    """A verdict as a reader sees it: PASS, or PASS, 3 not checked:
+    transport, gate, lossless RoCE."""
+    badge = {NOT_CHECKED: "NOT CHECKED"}.get(status, status.upper())
+    skipped = not_checked_words(not_checked)
+    return "%s, %s" % (badge, skipped) if skipped else badge
 
 
 # The checks of where things sit, shown for every node and pod whatever
@@ -566,6 +573,7 @@ def soak_report(runs, judged, meta):
             "below_baseline": figure.get("below_baseline") if figure else None,
             "degraded": figure.get("degraded") if figure else None,
             "reasons": figure.get("reasons") if figure else [run.get("error") or "not measured"],
+            "not_checked": run.get("not_checked") or [],
         })
     report = dict(meta)
     failed = dict((entry["name"], entry.get("date")) for entry in meta.get("failed_nodes") or [])
@@ -580,8 +588,21 @@ def soak_report(runs, judged, meta):
                               "message": "node %s, which verify-rdma.yml failed%s, took part in run%s %s" % (
                                   name, " (%s)" % failed[name] if failed[name] else "", "s" if len(numbers) > 1
                                   else "", ", ".join(str(number) for number in numbers))})
+    # What the benchmark runs did not establish (verify's not_checked of
+    # each run), each once with the runs it concerns: a soak's figures say
+    # nothing of a transport or a network no run could see.
+    not_checked = []
+    for run in report_runs:
+        for item in run["not_checked"]:
+            known = [entry for entry in not_checked if entry["name"] == item["name"]]
+            if known:
+                known[0]["runs"].append(run["run"])
+            else:
+                not_checked.append({"name": item["name"], "words": check_words(item["name"]),
+                                    "message": item.get("message"), "runs": [run["run"]]})
     report.update({"runs": report_runs,
                    "degraded": [run["run"] for run in report_runs if run["degraded"]],
                    "not_measured": [run["run"] for run in report_runs if run["throughput"] is None],
-                   "failed_nodes": took_part})
+                   "failed_nodes": took_part, "not_checked": not_checked,
+                   "not_checked_words": not_checked_words(not_checked)})
     return report

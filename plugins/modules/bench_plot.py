@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: bench_plot
-short_description: Chart of a collective benchmark's bus bandwidth by message size, as a PNG file
+short_description: Chart of a collective benchmark's bus bandwidth, or of a soak's runs, as a PNG file
 version_added: 0.1.0
 description:
   - Reads the JSON result document that C(mlinfra-nccl-bench --json) writes (schema 1, see C(docs/benchmark.md))
@@ -20,8 +20,12 @@ description:
   - The gates of the run (C(--min-busbw SIZE=GBPS)) are a dashed grey step line; sizes that fail, below their gate
     or with wrong elements, are ringed in red. The title names the ranks, nodes, type, backend and the verdict.
   - Sizes that were not measured have no figure and are left out of the chart (the document's C(verdict) and
-    C(reasons) still count them). A document without any measured size (a pairwise run, or a sweep that measured
-    nothing) fails the task.
+    C(reasons) still count them). A sweep that measured nothing fails the task.
+  - A pairwise run (C(--pairwise)) is drawn pair by pair, numbered in the document's order as the verification
+    report's pair table numbers them, the slow pairs ringed in red; one without a measured pair fails the task.
+  - A soak report (C(soak.json), written by C(playbooks/soak.yml)) is drawn run by run, its baseline and the level
+    below which a run is degraded as dashed lines, the degraded runs ringed in red; one without a measured run fails
+    the task.
   - The same document always gives the same bytes. O(dest) is written, atomically, only when its content would
     change; the task then reports C(changed).
 author:
@@ -29,8 +33,8 @@ author:
 options:
   src:
     description:
-      - Path of the benchmark's JSON result document on the managed host. A missing file, one that is not a
-        C(mlinfra-nccl-bench) result or is of a newer schema fail the task, naming the file and what is wrong.
+      - Path of the benchmark's JSON result document, or of a soak report (C(soak.json)), on the managed host. A
+        missing file, one that is neither or is of a newer schema fail the task, naming the file and what is wrong.
     type: path
     required: true
   dest:
@@ -98,13 +102,15 @@ dest:
   type: str
   sample: /tmp/bench.png
 ops:
-  description: The ops drawn, in the document's order; ops without a measured size are left out.
+  description:
+    - The ops drawn, in the document's order; ops without a measured size are left out. V(pairs) for a pairwise
+      run, V(soak) for a soak report.
   returned: success
   type: list
   elements: str
   sample: [all_reduce]
 points:
-  description: How many measured sizes were drawn, over all ops.
+  description: How many measured sizes were drawn, over all ops (pairs of a pairwise run, runs of a soak).
   returned: success
   type: int
   sample: 14

@@ -7,11 +7,12 @@ the benchmark itself; NCCL is not there, so its transport is reported as not
 judged."""
 
 import json
+import re
 import struct
 import zlib
 
 import pytest
-from ansible_cli import deployment, run_playbook
+from ansible_cli import deployment, run_doc_command, run_playbook
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -106,13 +107,20 @@ def test_a_gate_the_bandwidth_misses_fails_the_play_naming_the_size(deployed, tm
 
 
 def test_pairwise_mode_measures_the_pair_of_pods(deployed, tmp_path):
-    run = run_playbook("verify-rdma.yml", "local", dict(deployed, verify_node_checks=False,
-                                                        verify_report_dir=str(tmp_path), verify_bench_pairwise=True))
+    run = run_doc_command("ansible-playbook playbooks/verify-rdma.yml -i inventories/<cluster> [-e verify_bench_pairwise=true]",
+                          inventory_values=dict(deployed, verify_node_checks=False, verify_report_dir=str(tmp_path)),
+                          verify_bench_pairwise=True)
     assert not run.failed, run.failure_messages()
     document = json.loads((tmp_path / "latest.json").read_text())["bench"]["document"]
     assert document["mode"] == "pairwise"
     (pair,) = document["pairs"]
     assert pair["status"] == "measured" and pair["wrong"] == 0 and len(pair["nodes"]) == 2
+    # Plotted pair by pair, and shown in the report beside its numbered table.
+    (plot,) = tmp_path.glob("bench-*.png")
+    assert png_size(plot) == (900, 540)
+    (markdown,) = tmp_path.glob("verify-*.md")
+    assert "![bus bandwidth of each node pair](%s)" % plot.name in markdown.read_text()
+    assert "| 1 | %s |" % " - ".join(pair["nodes"]) in markdown.read_text()
 
 
 def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, deployed, tmp_path):
@@ -124,8 +132,9 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
             namespace, label_selector="app.kubernetes.io/name=%s" % APP).items}
 
     before = pod_uids()
-    run = run_playbook("soak.yml", "local", dict(deployed, soak_runs=2, soak_recreate_pods=True,
-                                                 soak_report_dir=str(tmp_path), soak_fail_on_degraded=False))
+    run = run_doc_command("ansible-playbook playbooks/soak.yml -i inventories/<cluster> -e soak_runs=N "
+                          "[-e soak_recreate_pods=true]", soak_runs=2, soak_recreate_pods=True,
+                          inventory_values=dict(deployed, soak_report_dir=str(tmp_path), soak_fail_on_degraded=False))
     assert not run.failed, run.failure_messages()
     after = pod_uids()
     assert len(after) == 2 and not after & before
@@ -140,6 +149,18 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
     assert report["baseline"]["of_runs"] == 2 and report["baseline"]["runs"] in (1, 2)
     markdown = (soak_dir / "soak.md").read_text()
     assert "| 2 |" in markdown
+    # Each run's figure against the baseline, drawn beside the report.
+    assert png_size(soak_dir / "soak.png") == (900, 540) and "](soak.png)" in markdown
+    # What the benchmark runs could not see (gloo on one machine: no NCCL
+    # log, no gate, no RDMA byte) is said in the headline, its own section
+    # and the last line, with the runs it concerns.
+    words = "3 not checked: transport, gate, network traffic"
+    assert report["not_checked_words"] == words
+    assert markdown.splitlines()[0].endswith(", %s" % words), markdown.splitlines()[0]
+    assert "- **gate** (runs 1, 2): no size had a bus bandwidth gate" in markdown.split("## Not checked", 1)[1]
+    assert re.match(r"2 run\(s\), (none degraded|1 degraded \(run \d; soak_fail_on_degraded is false\)) \(baseline ",
+                    run.last_words()), run.last_words()
+    assert "; benchmark runs: %s; report: " % words in run.last_words(), run.last_words()
     # Normal noise on healthy nodes is attributed to nothing, and said so:
     # fresh pods in every run, the same placement, no counter that moved.
     attribution = report["attribution"]

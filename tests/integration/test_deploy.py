@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from ansible_cli import playbook_in_background, remove_namespace, run_playbook
+from ansible_cli import playbook_in_background, remove_namespace, run_doc_command, run_playbook
 from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
@@ -95,7 +95,8 @@ def wait_gone(api_client, namespace, timeout=60):
 
 
 def test_check_mode_on_a_fresh_namespace_creates_nothing(api_client, deploy_ns):
-    run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns}, check=True)
+    run = run_doc_command("ansible-playbook playbooks/deploy.yml -i inventories/<cluster> --check",
+                          inventory_values={"cluster_namespace": deploy_ns})
     assert not run.failed, run.failure_messages() or run.stderr
     assert run.changed > 0  # it says what it would do ...
     assert not namespace_exists(api_client, deploy_ns)  # ... and does none of it
@@ -130,7 +131,8 @@ def test_pods_that_disagree_on_the_rails_fail_the_scale_naming_the_node(api_clie
     # verify-rdma.yml has failed the second pod's node and last passed the
     # first's long ago: both pods are named, the fix with each.
     with node_verdicts(api_client, {RAIL_DOWN_NODE: ("false", "2026-11-20"), GPU_NODES[0]: ("true", "2026-01-02")}):
-        status = run_playbook("status.yml", "local", {"cluster_namespace": deploy_ns})
+        status = run_doc_command("ansible-playbook playbooks/status.yml -i inventories/<cluster>",
+                                 inventory_values={"cluster_namespace": deploy_ns})
     assert not status.failed, status.failure_messages()
     (table,) = status.results("Show the table")
     assert any(line.startswith("pods differ: usable RDMA ports") for line in table["msg"])
@@ -154,12 +156,18 @@ def test_vfs_the_sriov_role_has_made_are_checked_before_any_pod(api_client, depl
     run = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns, "cluster_rdma_nics": nics})
     assert run.failed
     messages = " ".join(run.failure_messages())
-    assert "cannot host a pod (nothing was changed): nodes %s: openshift.io/notmade (wants 1, has 0); fix: check the " \
-        "device plugins" % ", ".join(GPU_NODES[:5]) in messages, messages
+    assert "cannot host a pod (the pods were not changed): nodes %s: openshift.io/notmade (wants 1, has 0); fix: check " \
+        "the device plugins" % ", ".join(GPU_NODES[:5]) in messages, messages
     policies = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
         "sriovnetwork.openshift.io", "v1", "openshift-sriov-network-operator", "sriovnetworknodepolicies")["items"]
     assert "notmade" in [p["spec"]["resourceName"] for p in policies]  # it got that far ...
     assert client.AppsV1Api(api_client).list_namespaced_stateful_set(deploy_ns).items == []  # ... and no further
+    # What the user reads last: the failure, then what was already changed.
+    last = run.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("- Deploy the GPU pods of the cluster: the cluster was already changed before the failure, "
+                           "and stays so: "), last
+    assert "Create or update the node policies" in last and last.endswith(
+        "; run it again once fixed (it changes only what differs)"), last
 
 
 def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
@@ -293,7 +301,8 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     status = run_playbook("status.yml", "local", ns)
     assert not status.failed, status.failure_messages()
     assert "privileged probe pods: %s (verify-rdma.yml or soak.yml runs, or was interrupted; teardown.yml " \
-           "deletes them)" % ", ".join("%s on %s" % probe for probe in left) in status.last_words()
+           "deletes them)" % ", ".join("%s on %s" % probe for probe in left) in status.results("Show the table")[0]["msg"]
+    assert status.last_words().endswith("; %d privileged probe pod(s) left" % len(left)), status.last_words()
     # Another play's lock, taken from another controller host: teardown waits
     # cluster_lock_wait seconds, then refuses naming it, deleting nothing.
     foreign = "deploy.yml by alice@elsewhere, pid 7 (start 1)"
@@ -327,7 +336,9 @@ def test_teardown_keeps_the_workspaces_unless_purged_and_leaves_no_privilege(api
     config_maps = client.CoreV1Api(api_client).list_namespaced_config_map(deploy_ns).items
     assert [c.metadata.name for c in config_maps] == ["kube-root-ca.crt"]
     assert claims(api_client, deploy_ns) == kept
-    purge = run_playbook("teardown.yml", "local", dict(ns, purge_workspaces=True))
+    purge = run_doc_command("ansible-playbook playbooks/teardown.yml -i inventories/<cluster> [-e purge_workspaces=true] "
+                            "[-e purge_image=true] [-e purge_sriov_policies=true]", inventory_values=ns,
+                            purge_workspaces=True)
     assert not purge.failed, purge.failure_messages()
     assert claims(api_client, deploy_ns) == {}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_cli import run_playbook
+from ansible_cli import run_doc_command, run_playbook
 from kubernetes import client
 from rendering import dry_run_apply, render
 
@@ -145,7 +145,8 @@ def test_rendering_twice_writes_the_same_files(tmp_path):
     differs in no byte, so a diff of two renders shows only real changes."""
     first, second = tmp_path / "first", tmp_path / "second"
     for directory in (first, second):
-        run = run_playbook("render.yml", "moc", {"render_dir": str(directory)})
+        run = run_doc_command("ansible-playbook playbooks/render.yml -i inventories/<cluster> [-e render_dir=DIR]", "moc",
+                              render_dir=str(directory))
         assert not run.failed, run.failure_messages() or run.stderr
     assert sorted(p.name for p in first.iterdir()) == sorted(p.name for p in second.iterdir()) == [
         name + ".yaml" for name in FILES]

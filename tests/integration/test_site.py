@@ -5,7 +5,7 @@ import json
 import uuid
 
 import pytest
-from ansible_cli import remove_namespace, run_playbook
+from ansible_cli import remove_namespace, run_doc_command
 from test_train import assert_summary_line
 from kubernetes import client
 
@@ -20,7 +20,7 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
                 "verify_report_dir": str(tmp_path / "verify"), "train_run_id": "chain"}
     core = client.CoreV1Api(api_client)
     try:
-        run = run_playbook("site.yml", "local", settings)
+        run = run_doc_command("ansible-playbook playbooks/site.yml -i inventories/local", inventory_values=settings)
         assert not run.failed, run.failure_messages()
         # 1. Every node checked; the faulty ones reported, labelled, not fatal.
         node_verdict = run.results("Pass only a fabric fit to train on")[0]["msg"]
@@ -56,13 +56,15 @@ def test_the_chain_leaves_failing_nodes_out_and_ends_with_the_training_summary(a
         # 5. deploy.yml alone afterwards places the pods as site.yml did:
         # nothing changes, no pod moves.
         uids = {pod.metadata.uid for pod in pods.items}
-        again = run_playbook("deploy.yml", "local", settings)
+        again = run_doc_command("ansible-playbook playbooks/deploy.yml -i inventories/<cluster> [-e replicas=N]",
+                                inventory_values=settings)
         assert not again.failed and again.changed == 0, again.failure_messages()
         pods = core.list_namespaced_pod(settings["cluster_namespace"], label_selector="app.kubernetes.io/name=h-kim")
         assert {pod.metadata.uid for pod in pods.items} == uids
         # 6. The failed nodes take no pod: more replicas than the nodes that
         # passed is refused before anything changes, naming them.
-        scaled = run_playbook("scale.yml", "local", dict(settings, replicas=4))
+        scaled = run_doc_command("ansible-playbook playbooks/scale.yml -i inventories/<cluster> -e replicas=N",
+                                 inventory_values=settings, replicas=4)
         assert scaled.failed and scaled.changed == 0
         (message,) = scaled.failure_messages()
         assert message.startswith(

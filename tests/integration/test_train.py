@@ -9,7 +9,8 @@ import re
 import time
 
 import pytest
-from ansible_cli import deployment, playbook_in_background, run_module, run_playbook
+from ansible_cli import (deployment, doc_command_in_background, playbook_in_background, run_doc_command, run_module,
+                         run_playbook)
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -45,18 +46,18 @@ def launched_processes(token_prefix):
             if any(item.startswith(b"MLINFRA_TRAIN_TOKEN=") for item in environ) and token_prefix in cmdline]
 
 
-def assert_summary_line(said, run_id, logs_dir):
+def assert_summary_line(said, run_id, logs_dir, steps=30):
     """The closing line of a successful run of the local inventory's demo
-    (two pods, 30 steps): its throughput, and the loss falling on rank 0,
+    (two pods, 30 steps unless train_steps says): its throughput, and the loss falling on rank 0,
     as numbers. The tiny model's throughput on the shared cores of this
     machine can fall mid-run when other work starts: the verdict may then
     be DEGRADED, with its figures, and the line is the same otherwise."""
     match = re.match(r"run %s succeeded on 2 pod\(s\) x 1 process\(es\): ([0-9.]+) tokens/s[^;]*; "
-                     r"loss ([0-9.]+) -> ([0-9.]+) over 30 steps; "
+                     r"loss ([0-9.]+) -> ([0-9.]+) over %d steps; "
                      r"(?:not degraded|DEGRADED: fell [0-9.]+%% from step [0-9]+ on \([0-9.]+ to [0-9.]+ [^)]+\))"
                      # One run and no train_baseline: nothing to compare with, and it says so.
                      r" within the run; no other run to compare it with \(train_baseline\); logs and summary: (.*)$"
-                     % re.escape(run_id), said)
+                     % (re.escape(run_id), steps), said)
     assert match, said
     throughput, first_loss, latest_loss, logs = match.groups()
     # The tiny model learns: bytes are far from uniform (ln 256 = 5.55).
@@ -78,9 +79,12 @@ def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path, loca
     kubeconfig, logs_dir = tmp_path / "kubeconfig", tmp_path / "logs"
     working = localcluster.KUBECONFIG.read_text()
     kubeconfig.write_text(working)
-    settings = dict(deployed, train_run_id="demo-ok", train_logs_dir=str(logs_dir),
-                    cluster_kubeconfig=str(kubeconfig), train_progress_interval=6, train_poll_interval=1)
-    with playbook_in_background("train.yml", "local", settings) as finish:
+    # README's command, with the demo workload of the local inventory.
+    settings = dict(deployed, train_logs_dir=str(logs_dir), cluster_kubeconfig=str(kubeconfig),
+                    train_progress_interval=6, train_poll_interval=1)
+    with doc_command_in_background("ansible-playbook playbooks/train.yml -i inventories/<cluster> [-e train_run_id=ID] "
+                                   "[-e train_steps=N]", inventory_values=settings, train_run_id="demo-ok",
+                                   train_steps=24) as finish:
         deadline = time.monotonic() + 120
         while not looks_at_the_pods_started("demo-ok") and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -100,17 +104,17 @@ def test_training_runs_across_two_pods_and_is_summed_up(deployed, tmp_path, loca
     assert max(look.get("attempts", 1) for look in run.results("Look at the pods")) > 1
     (said,) = run.results("Report the run")
     assert run.last_words() == said["msg"]
-    assert_summary_line(said["msg"], "demo-ok", logs_dir / "demo-ok")
+    assert_summary_line(said["msg"], "demo-ok", logs_dir / "demo-ok", steps=24)
     summary = json.loads((logs_dir / "demo-ok" / "summary.json").read_text())
     assert summary["throughput"]["throughput"] > 0 and summary["throughput"]["format"] == "torchtitan"
     states = [status["state"] for status in summary["status"]]
     assert states == ["succeeded", "succeeded"]
     for status in summary["status"]:
         # The tiny model learns: bytes are far from uniform (ln 256 = 5.55).
-        assert status["first_loss"] > status["latest_loss"] + 1.0 and status["metrics"]["step"] == 30
+        assert status["first_loss"] > status["latest_loss"] + 1.0 and status["metrics"]["step"] == 24
     for pod in (APP + "-0", APP + "-1"):
         log = (logs_dir / "demo-ok" / (pod + ".log")).read_text()
-        assert "NCCL" in log and "step: 30" in log
+        assert "NCCL" in log and "step: 24" in log and "step: 25" not in log
     assert launched_processes("demo-ok") == []
 
 
@@ -236,7 +240,8 @@ def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):
     assert launched_processes("demo-slow") == []
     # Stopping it again: nothing to stop, and said so (it used to list the
     # ended run's state as if this had stopped it).
-    again = run_playbook("train.yml", "local", dict(deployed, stop=True))
+    again = run_doc_command("ansible-playbook playbooks/train.yml -i inventories/<cluster> -e stop=true",
+                            inventory_values=deployed, stop=True)
     assert not again.failed, again.failure_messages()
     (said,) = again.results("Say what was stopped")
     assert re.match(r"nothing to stop: no run was going; already ended in h-kim-0 \(run demo-slow had \w+\), "

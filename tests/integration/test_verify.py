@@ -6,7 +6,7 @@ import json
 import uuid
 
 import pytest
-from ansible_cli import remove_namespace, run_playbook
+from ansible_cli import remove_namespace, run_doc_command, run_playbook
 from kubernetes import client
 
 pytestmark = pytest.mark.integration
@@ -40,8 +40,10 @@ def reports(directory):
 
 
 def test_node_checks_report_exactly_the_recorded_faults(api_client, verify_ns, tmp_path):
-    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "verify_pod_checks": False,
-                                                    "verify_report_dir": str(tmp_path)})
+    run = run_doc_command("ansible-playbook playbooks/verify-rdma.yml -i inventories/<cluster> -e verify_pod_checks=false "
+                          "-e verify_label_nodes=true", inventory_values={"cluster_namespace": verify_ns,
+                                                                          "verify_report_dir": str(tmp_path)},
+                          verify_pod_checks=False, verify_label_nodes=True)
     assert run.failed
     # What the user reads last names each failing node, its check and its fix.
     message = run.last_words()
@@ -86,7 +88,9 @@ def test_healthy_nodes_and_pods_pass_and_runs_are_compared(api_client, verify_ns
     healthy = {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY, "verify_report_dir": str(tmp_path)}
     deployed = run_playbook("deploy.yml", "local", healthy)
     assert not deployed.failed, deployed.failure_messages()
-    run = run_playbook("verify-rdma.yml", "local", dict(healthy, verify_label_nodes=True))
+    run = run_doc_command("ansible-playbook playbooks/verify-rdma.yml -i inventories/<cluster> [-e verify_pod_checks=false] "
+                          "[-e verify_bench_pairwise=true] [-e verify_label_nodes=true]", inventory_values=healthy,
+                          verify_label_nodes=True)
     assert not run.failed, run.failure_messages()
     (passed,) = run.results("Pass only a fabric fit to train on")
     # A pass that says what it did not check: the recorded nodes' lossless

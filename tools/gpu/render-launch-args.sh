@@ -9,7 +9,7 @@
 # settings), bf16-eager (torch.compile off) and float8-compile (train_float8),
 # two-nodes (two pods of one GPU each, 30 steps, no compile: measure.sh
 # two-nodes), two-nodes-4gpu (two pods of four GPUs each, 40 steps,
-# torch.compile: the seeds' topology on an eight-GPU host), and smoke (four steps without compile: does it start, does it fit).
+# torch.compile: the StatefulSet guide's topology on an eight-GPU host), and smoke (four steps without compile: does it start, does it fit).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-$ROOT/docs/measurements/h200x2-torchtitan}"

@@ -2,8 +2,8 @@
 reads when too few can (the cluster role's node check, before anything is
 changed)."""
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import (doubtful_placements, too_few_nodes,
-                                                                             usable_nodes)
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import (
+    doubtful_placements, too_few_nodes, usable_nodes)
 from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import node_affinity
 
 

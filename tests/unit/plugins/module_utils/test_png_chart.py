@@ -233,6 +233,30 @@ def test_long_titles_are_cut_short():
     assert long_chart._fit("x" * 500).endswith("...") and len(long_chart._fit("x" * 500)) == (900 - 16) // 12
 
 
+def test_a_long_subtitle_wraps_between_words_and_loses_nothing():
+    nodes = ", ".join("moc-r4pcc04u%02d-nairr" % number for number in (9, 11, 12, 16))
+    wrapped = chart([1.0] * len(SIZES))
+    wrapped.subtitle = [("verdict: ", pc.TEXT), ("PASS, 3 not checked", pc.GREEN),
+                        (" - 4 ranks on 4 nodes (%s), float32, gloo" % nodes, pc.TEXT)]
+    wrapped.render()
+    room = (900 - 16) // 12
+    lines = ["".join(text for text, _color in line) for line in wrapped.subtitle_lines]
+    assert len(lines) == 3 and all(len(line) <= room for line in lines), lines
+    # Every word is there, in order; the verdict keeps its colour.
+    assert " ".join(lines).split() == "".join(text for text, _color in wrapped.subtitle).split()
+    assert ("PASS, ", pc.GREEN) in wrapped.subtitle_lines[0]
+    # The plot moves down by the two lines more.
+    single = chart([1.0] * len(SIZES))
+    single.render()
+    assert wrapped.frame[1] - single.frame[1] == 2 * (pc.LINE_HEIGHT + 5) * single.scale
+    # Past SUBTITLE_LINES lines, the last one holds the rest, cut short
+    # when drawn.
+    wrapped.subtitle = [("word " * 200, pc.TEXT)]
+    wrapped.render()
+    assert len(wrapped.subtitle_lines) == pc.SUBTITLE_LINES
+    assert len("".join(text for text, _color in wrapped.subtitle_lines[-1])) > room
+
+
 @pytest.mark.parametrize("points, words", [([], "no points"), ([(0, 1.0)], "above 0")])
 def test_charts_without_a_plottable_point_are_refused(points, words):
     empty = pc.LineChart()

@@ -471,3 +471,21 @@ def test_a_soak_names_a_node_verify_failed_that_took_part():
     assert report["failed_nodes"] == [{"node": "u16", "date": "2026-11-27", "runs": [2, 4], "message":
                                        "node u16, which verify-rdma.yml failed (2026-11-27), took part in runs 2, 4"}]
     assert v.soak_report(runs, [], {"cluster": "c"})["failed_nodes"] == []
+
+
+def test_a_soak_says_what_its_benchmark_runs_did_not_check():
+    gate = {"name": "busbw_gate", "message": "no size had a bus bandwidth gate"}
+    runs = [{"run": number, "time": "t", "file": "/l/%d.json" % number, "measured": True, "status": "pass",
+             "error": None, "pods": [], "not_checked": skipped}
+            for number, skipped in ((1, [{"name": "nccl_transport", "message": "pod p-0: no NCCL lines"}, gate]),
+                                    (2, [gate]), (3, []))]
+    report = v.soak_report(runs, [], {"cluster": "c"})
+    assert report["not_checked"] == [
+        {"name": "nccl_transport", "words": "transport", "message": "pod p-0: no NCCL lines", "runs": [1]},
+        {"name": "busbw_gate", "words": "gate", "message": "no size had a bus bandwidth gate", "runs": [1, 2]}]
+    assert report["not_checked_words"] == "2 not checked: transport, gate"
+    assert [run["not_checked"] for run in report["runs"]][2] == []
+    # A soak of training runs (no such field) checks nothing it leaves out.
+    for run in runs:
+        del run["not_checked"]
+    assert v.soak_report(runs, [], {"cluster": "c"})["not_checked_words"] == ""

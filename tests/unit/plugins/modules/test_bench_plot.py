@@ -18,6 +18,7 @@ from module_call import call_module
 from ansible_collections.mlinfra.multinode.plugins.module_utils import bench_plot as bp
 from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
 from ansible_collections.mlinfra.multinode.plugins.module_utils import png_chart as pc
+from ansible_collections.mlinfra.multinode.plugins.module_utils import verdicts
 
 SIZES = cb.size_range(cb.parse_size("1M"), cb.parse_size("8G"))  # 14 sizes
 
@@ -157,13 +158,75 @@ def test_same_document_same_bytes_and_the_title_counts():
     assert decode_png(bp.plot(document, width=400, height=240)["png"])[:2] == (400, 240)
 
 
+def pairwise(busbws):
+    """A finished pairwise document: a pair per figure (None: not measured)
+    of nodes n0..n3, judged by analyze_pairs as the benchmark judges them."""
+    nodes = ["node-%d" % index for index in range(4)]
+    pairs = [{"round": number, "nodes": [nodes[number % 4], nodes[(number + 1) % 4]], "ranks": [0, 1],
+              "size": 2 ** 28, "count": 2 ** 27, "time_us": 1.0, "algbw_gbps": busbw, "busbw_gbps": busbw,
+              "wrong": 0, "status": "measured" if busbw is not None else "not-measured"}
+             for number, busbw in enumerate(busbws)]
+    analysis = cb.analyze_pairs(pairs)
+    document = dict(sweep(), mode="pairwise", ops={}, pairs=pairs, pair_analysis=analysis,
+                    nodes=[{"name": name, "ranks": [index]} for index, name in enumerate(nodes)])
+    return cb.finish_document(document)
+
+
+def test_a_pairwise_run_is_drawn_pair_by_pair_with_the_slow_ones_in_red():
+    document = pairwise([300.0, 298.0, 120.0, None, 301.0])
+    result = bp.plot(document)
+    assert result["ops"] == ["pairs"] and result["points"] == 4
+    width, height, rows = decode_png(result["png"])
+    chart = result["chart"]
+    assert chart.counting and chart.title == bp.PAIRS_TITLE
+    # Pairs numbered as in the report's table: the unmeasured fourth has no point.
+    for number, busbw in ((1, 300.0), (2, 298.0), (5, 301.0)):
+        x, y = chart.pixel(number, busbw)
+        assert rows[y][x] == pc.PALETTE[0], number
+    x, y = chart.pixel(3, 120.0)
+    assert rows[y][x] == pc.PALETTE[0] and rows[y][x + 7] == pc.RED  # the slow pair, ringed
+    assert all(abs(px - x) <= 8 and abs(py - y) <= 8 for px, py in red_in_plot(result, rows))
+    with pytest.raises(ValueError, match="the document has no measured pair to plot"):
+        bp.plot(pairwise([None, None]))
+
+
 def test_documents_without_a_measured_row_are_refused():
     with pytest.raises(ValueError, match="the document has no measured row to plot"):
         bp.plot(sweep(unmeasured=SIZES))
-    pairwise = sweep()
-    pairwise.update({"mode": "pairwise", "ops": {}})
-    with pytest.raises(ValueError, match="a pairwise run has none"):
-        bp.plot(pairwise)
+
+
+def soak_report(figures, degraded=(), threshold=0.1, baseline=100.0):
+    """A soak report (verdicts.soak_report) of runs with these figures (None: not measured)."""
+    runs = [{"run": number, "time": "t", "file": "/s/run-%02d.json" % number, "measured": figure is not None,
+             "status": "pass", "error": None, "pods": [],
+             "not_checked": [{"name": "busbw_gate", "message": "no gate"}]} for number, figure in enumerate(figures, 1)]
+    judged = [{"path": "/s/run-%02d.json" % number, "throughput": figure, "unit": "GB/s", "degraded": number in degraded,
+               "below_baseline": 0.0, "reasons": []} for number, figure in enumerate(figures, 1) if figure is not None]
+    return verdicts.soak_report(runs, judged, {"cluster": "moc", "workload": "bench", "threshold": threshold,
+                                               "baseline": {"value": baseline, "unit": "GB/s"}})
+
+
+def test_a_soak_report_is_drawn_run_by_run_against_its_baseline(tmp_path):
+    report = soak_report([101.0, 99.0, 70.0, None, 100.0], degraded=(3,))
+    src = tmp_path / "soak.json"
+    src.write_text(json.dumps(report))
+    result = bp.plot_file(str(src), title="soak of moc")
+    assert result["ops"] == ["soak"] and result["points"] == 4
+    width, height, rows = decode_png(result["png"])
+    chart = result["chart"]
+    assert [text for text, _color in chart.subtitle] == [
+        "soak: ", "1 degraded, 1 not measured", " - 5 runs of the benchmark on moc; 1 not checked: gate"]
+    x, y = chart.pixel(3, 70.0)
+    assert rows[y][x] == pc.PALETTE[0] and rows[y][x + 7] == pc.RED  # the degraded run, ringed
+    # The baseline (grey) and the level a run is degraded below (red, 90 GB/s).
+    x, y = chart.pixel(2, 100.0)
+    assert any(rows[y][x + dx] == pc.GREY for dx in range(12))
+    x, y = chart.pixel(2, 90.0)
+    assert any(rows[y][x + dx] == pc.RED for dx in range(8))
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text(json.dumps(soak_report([None, None])))
+    with pytest.raises(ValueError, match="has no measured run to plot"):
+        bp.plot_file(str(nothing))
 
 
 @pytest.mark.parametrize("width, height", [(399, 540), (900, 239), (4001, 540), (900, 5000), (True, 540)])
