@@ -7,8 +7,8 @@ Every task of a playbook runs its module as a new Python process
 (``python AnsiballZ_<module>.py``), and most of such a process's time here is
 importing: ansible's module_utils and, for kubernetes.core's modules, the
 kubernetes client with urllib3, requests, yaml and pydantic, 0.3 to 0.45 s of
-a k8s_info that takes about 0.8 s (docs/PERFORMANCE.md, "A fork server for
-the modules"). The suite starts a few thousand of them.
+a k8s_info that takes about 0.8 s (docs/measurements/test-suite-history.md,
+"A fork server for the modules"). The suite starts a few thousand of them.
 
 The server imports those third-party packages once and forks a copy of
 itself for each module process: the process Ansible started (the client)

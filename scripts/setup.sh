@@ -73,11 +73,11 @@ ensure_venv() {  # <dir> <lock file> <label>
     rm -rf "$dir"
     "$UV" venv --quiet --python "$PYTHON" "$dir"
   fi
-  log "$label: installing ${lockfile#"$ROOT"/} ($(grep -vc '^#' "$lockfile") pinned packages; the first run downloads them from PyPI)"
+  log "$label: installing ${lockfile#"$ROOT"/} ($(grep -c '^[A-Za-z0-9]' "$lockfile") pinned packages; the first run downloads them from PyPI)"
   # --compile-bytecode: uv leaves the .pyc files to the first import, which
   # never writes them under scripts/test.sh (PYTHONDONTWRITEBYTECODE=1):
   # every ansible process and module would compile its imports again.
-  "$UV" pip sync --quiet --compile-bytecode --python "$dir/bin/python" "$lockfile"
+  "$UV" pip sync --quiet --compile-bytecode --require-hashes --python "$dir/bin/python" "$lockfile"
   "$UV" pip check --quiet --python "$dir/bin/python" >/dev/null || die "$label: uv pip check found broken requirements"
   printf '%s\n' "$want" > "$stamp"
   log "$label: ready"

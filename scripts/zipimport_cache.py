@@ -8,7 +8,7 @@ module_utils it imports, as source. Python's zipimport keeps no bytecode:
 each module process compiled every module_utils it imported, and twice
 (zipimporter.get_filename compiles a module only to name its file, then
 get_code compiles it again). That was about half of a module process's time
-here (docs/PERFORMANCE.md, "Bytecode for the modules' zips").
+here (docs/measurements/test-suite-history.md, "Bytecode for the modules' zips").
 
 scripts/setup.sh installs this file, and a .pth file that imports it, into
 the environments it makes: each source is compiled once per content (the

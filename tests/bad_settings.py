@@ -54,7 +54,8 @@ BAD = [
     ("cluster_pod_ready_timeout", 0, "is out of range", "1 or more"),
     ("train_timeout", "-60", "is out of range", "1 or more"),
     ("sriov_num_vfs", 1000, "is out of range", "from 1 to 256"),
-    ("soak_threshold", 1.5, "is out of range", "from 0 to 1"),
+    ("soak_threshold", 1.5, "is out of range", "above 0 and below 1"),
+    ("soak_threshold", "0", "is out of range", "above 0 and below 1"),
     ("soak_threshold", "nan", "is not a number", "give a number"),
     ("verify_min_link_rate_gbps", "-1", "is out of range", "0 or more"),
     # quantities
@@ -177,4 +178,8 @@ CONTRADICTIONS = [
      "TorchTitan setting and train_workload is script", "the script's own arguments as train_args"),
     ({"train_workload": "demo", "train_overrides": {"training.steps": 5}}, "train_overrides", "train_overrides is a "
      "TorchTitan setting", "leave train_overrides out"),
+    # A soak judges each run against the others, or a saved baseline.
+    ({"soak_runs": 1}, "soak_runs", "soak_runs=1 leaves no other run to judge it against", "give soak_baseline"),
+    ({"soak_workload": "bench", "verify_bench": "false"}, "soak_workload", "which verify_bench=false turns off",
+     "soak_workload=train"),
 ]

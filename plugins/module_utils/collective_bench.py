@@ -21,6 +21,8 @@ import json
 import math
 import re
 
+from . import common
+
 __metaclass__ = type
 
 TOOL = "mlinfra-nccl-bench"
@@ -751,14 +753,6 @@ def round_robin(count):
     return rounds
 
 
-def _median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2.0
-
-
 def analyze_pairs(pairs, fraction=DEFAULT_SLOW_FRACTION, min_busbw=None):
     """Marks each pair {nodes: [a, b], busbw_gbps, status} slow or not and
     names the suspects.
@@ -774,7 +768,7 @@ def analyze_pairs(pairs, fraction=DEFAULT_SLOW_FRACTION, min_busbw=None):
         raise ValueError("the slow fraction must be between 0 and 1 (0.8 = slow below 80%% of the median), got %r"
                          % (fraction,))
     measured = [pair for pair in pairs if pair["status"] == "measured"]
-    median = _median([pair["busbw_gbps"] for pair in measured]) if measured else None
+    median = common.median([pair["busbw_gbps"] for pair in measured])
     for pair in pairs:
         reasons = []
         if pair["status"] != "measured":

@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 
+from .common import median
 from .node_facts import natural_key
 from .node_rails import NEAR
 from .port_counters import meaning
@@ -185,14 +186,6 @@ def run_factors(facts):
     return factors
 
 
-def _median(values):
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
-
-
 def _readings(facts):
     """(node, port, what moved there) of every port a run's facts read: the
     pods' own, and the nodes' whole ports as the probes read them (told
@@ -245,7 +238,8 @@ def _usual_rate(moved, key, normal):
     else:
         samples = [_rate(moved.get((other_node, other_port, counter), {}).get(run["run"]))
                    for run in normal for other_node, other_port in _ports_present(run["facts"])]
-    return _median(samples)
+    # No sample: no usual rate, read as none at all.
+    return median(samples) if samples else 0.0
 
 
 def _rate(reading):

@@ -165,6 +165,15 @@ def _number(low=0, high=None):
     return lambda value: to_float(value, low, high)
 
 
+def _fraction(value):
+    """A fraction strictly between 0 and 1 (0.15: 15%): at 0 every run
+    would count as degraded, at 1 none."""
+    number = to_float(value)
+    if not 0 < number < 1:
+        raise Refused("is out of range", "give a fraction above 0 and below 1, such as 0.15 for 15%")
+    return number
+
+
 def _text(pattern=None, what=None, max_length=None, empty=True):
     return lambda value: to_text(value, pattern, what, max_length, empty)
 
@@ -411,14 +420,14 @@ SETTINGS = {
     "verify_report_dir": ONE_LINE,
     # soak
     "soak_runs": _count(1, SOAK_RUNS_MAX),
-    "soak_threshold": _number(0, 1),
+    "soak_threshold": _fraction,
     "soak_workload": _choice("bench", "train"),
     "soak_fail_on_degraded": _bool,
     "soak_recreate_pods": _bool,
     "soak_node_counters": _bool,
     "soak_baseline": ONE_LINE,
     "soak_save_baseline": ONE_LINE,
-    "soak_report_dir": ONE_LINE,
+    "soak_report_dir": _text(re.compile(r"^.+$"), "a directory path", empty=False),
     # train
     "train_start_mode": _choice("exec", "job", "pytorchjob", "volcano", "jobset", "trainjob"),
     "train_workload": _choice("torchtitan", "script", "demo"),
@@ -479,7 +488,7 @@ TORCHTITAN_SETTINGS = ("train_overrides", "train_config", "train_compile", "trai
                        "train_dp_replicate", "train_tp", "train_pp", "train_cp", "train_hf_assets_path",
                        "train_dataset", "train_dataset_path")
 # The shortcuts the demo (files/train/tiny_lm.py) takes too, as its own
-# arguments (roles/train/vars: train_demo_args).
+# arguments (train_jobs.launch_args).
 DEMO_SHORTCUTS = ("train_steps", "train_local_batch_size", "train_seq_len")
 
 
@@ -541,6 +550,13 @@ def _across(values):
                           "the node's own NICs, so the SR-IOV NICs of cluster_rdma_nics would never be attached",
                           "set cluster_host_network=false, or cluster_rdma_nics=[] on clusters without SR-IOV"))
     found.extend(_workload_conflicts(values))
+    if has("soak_runs") and values["soak_runs"] < 2 and not values.get("soak_baseline"):
+        found.append(("soak_runs", values["soak_runs"], "soak_runs=1 leaves no other run to judge it against, and no "
+                      "soak_baseline is given", "run at least 2 (-e soak_runs=N), or give soak_baseline (a baseline "
+                      "saved by soak_save_baseline)"))
+    if has("soak_workload", "verify_bench") and values["soak_workload"] == "bench" and not values["verify_bench"]:
+        found.append(("soak_workload", "bench", "soak_workload=bench repeats the benchmark, which verify_bench=false "
+                      "turns off", "set verify_bench=true, or soak_workload=train"))
     if has("cluster_namespace") and SYSTEM_NAMESPACES.match(values["cluster_namespace"]) \
             and not values.get("cluster_allow_system_namespace", False):
         found.append(("cluster_namespace", values["cluster_namespace"],

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+from .common import write_atomically
 from .nccl_detect import TRANSPORT_MODES, VARIABLES, compute_nccl_env, find_nccl_version, override_error, \
     parse_version, render_env_file
 from .node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES, Expectations, failed, run_checks, summarize
@@ -78,7 +79,34 @@ def format_report(report):
     return "\n".join(lines)
 
 
-def main_node_check(argv=None):
+# -- the command verify-rdma.yml runs, in a node's probe pod or a pod ----------
+
+def check_command(settings, in_pod=False):
+    """The argument list that runs mlinfra-node-check in a probe pod (the
+    node) or, ``in_pod``, in a training pod (what the pod sees; the GPUs it
+    asked for exactly): JSON out, never a failing exit (the verdict is the
+    controller's), the inventory's expectations. ``settings``: network_mode,
+    gpus, mtu, rdma_devices (the NICs the inventory names), require_gpudirect,
+    min_link_rate_gbps (0: none), nccl_ib_tc (None: NCCL's). A probe first
+    touches the file its idle timer watches (the probe's liveness)."""
+    script = 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-node-check" "$@"'
+    if not in_pod:
+        script = 'touch "$MLINFRA_PROBE_ALIVE" 2>/dev/null; ' + script
+    command = ["sh", "-c", script, "mlinfra-node-check"] + (["--in-pod"] if in_pod else []) + [
+        "--format", "json", "--fail-on", "never", "--mode", settings["network_mode"],
+        "--expect-gpus" if in_pod else "--min-gpus", str(settings["gpus"]), "--min-mtu", str(settings["mtu"])]
+    if settings["network_mode"] == "rdma" and settings.get("rdma_devices"):
+        command += ["--expect-rdma-devices", str(settings["rdma_devices"])]
+    if not settings.get("require_gpudirect", True):
+        command.append("--no-require-gpudirect")
+    if float(settings.get("min_link_rate_gbps") or 0) > 0:
+        command += ["--min-link-rate-gbps", str(settings["min_link_rate_gbps"])]
+    if settings.get("nccl_ib_tc") is not None:
+        command += ["--nccl-ib-tc", str(settings["nccl_ib_tc"])]
+    return command
+
+
+def node_check_parser():
     parser = argparse.ArgumentParser(prog="mlinfra-node-check",
                                      description="Check one GPU node (or the pod it runs in) for RDMA training.")
     parser.add_argument("--root", default=_default_root(),
@@ -107,6 +135,11 @@ def main_node_check(argv=None):
     parser.add_argument("--read-counters", action="store_true",
                         help="check nothing: print every RDMA port's counters as JSON (read before and after a "
                              "benchmark, the difference is what the port moved)")
+    return parser
+
+
+def main_node_check(argv=None):
+    parser = node_check_parser()
     args = parser.parse_args(argv)
     if args.read_counters:
         json.dump({"root": args.root, "port_counters": read_port_counters(NodeReader(args.root))}, sys.stdout,
@@ -186,11 +219,11 @@ def main_autodetect(argv=None):
                            nccl_version=args.nccl_version)[0]
     text = render_env_file(result)
     if args.output:
-        _write_atomically(args.output, text)
+        write_atomically(args.output, text)
     else:
         sys.stdout.write(text)
     if args.json_path:
-        _write_atomically(args.json_path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+        write_atomically(args.json_path, json.dumps(result, indent=2, sort_keys=True) + "\n")
     # The launcher's log shows what was decided, as hand-run launch scripts print it.
     log = sys.stderr if not args.output else sys.stdout
     log.write("[autodetect] transport=%s (%s)\n" % (result["transport"], result["transport_reason"]))
@@ -200,13 +233,3 @@ def main_autodetect(argv=None):
     for error in result["errors"]:
         log.write("[autodetect] ERROR: %s\n" % error)
     return 1 if result["errors"] else 0
-
-
-def _write_atomically(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        os.makedirs(directory)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.rename(tmp, path)

@@ -167,6 +167,58 @@ def _run_in(options, environ, workdir):
     return result
 
 
+# -- on the controller: whether it may run, and the command each pod runs ----
+
+def plan(statefulsets, pods, settings):
+    """What verify-rdma.yml runs in the pods: ``{pods, blocker, command}``.
+    ``statefulsets`` and ``pods``: the objects of the deployment's
+    StatefulSet and pods; ``settings``: app, namespace, check_mode,
+    single_pod, and what the command takes (nproc_per_pod, port, network_mode,
+    timeout, master_addr, require_gpudirect, ops, min_size, max_size,
+    thresholds, pairwise, extra_args). torchrun's ranks are the pods'
+    ordinals, so every pod must run, or none does: ``blocker`` says why not
+    (None when it may run)."""
+    app = settings["app"]
+    replicas = int(((statefulsets or [{}])[0].get("spec") or {}).get("replicas") or 0) if statefulsets else 0
+    expected = ["%s-%d" % (app, ordinal) for ordinal in range(replicas)]
+    running = set(pod["metadata"]["name"] for pod in pods or ()
+                  if (pod.get("status") or {}).get("phase") == "Running")
+    missing = [name for name in expected if name not in running]
+    if settings.get("check_mode"):
+        blocker = "check mode runs no benchmark"
+    elif not statefulsets:
+        blocker = "StatefulSet %s/%s is not deployed" % (settings["namespace"], app)
+    elif replicas == 0:
+        blocker = "%s is scaled to 0" % app
+    elif replicas == 1 and not settings.get("single_pod"):
+        blocker = "%s runs on one pod only: the benchmark needs two pods to cross the network (-e replicas=2)" % app
+    elif missing:
+        blocker = "not all pods run (%s not Running): the benchmark needs every pod of the job" % ", ".join(missing)
+    else:
+        blocker = None
+    return {"pods": expected, "blocker": blocker, "command": exec_command(len(expected), settings)}
+
+
+def exec_command(nnodes, settings):
+    """The command each pod runs: this program through bash, which reads
+    BASH_ENV (the NCCL environment the init container detected), with the
+    arguments build_parser reads and, after --, mlinfra-nccl-bench's."""
+    command = ["bash", "-c", 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-pod-bench" "$@"',
+               "mlinfra-pod-bench", "--nnodes", str(nnodes), "--nproc-per-node", str(settings["nproc_per_pod"]),
+               "--master-port", str(settings["port"]), "--mode", settings["network_mode"],
+               "--timeout", str(settings["timeout"])]
+    if settings.get("master_addr"):
+        command += ["--master-addr", settings["master_addr"]]
+    if not settings.get("require_gpudirect", True):
+        command.append("--no-require-gpudirect")
+    command += ["--", "--ops", ",".join(settings["ops"]), "-b", str(settings["min_size"]),
+                "-e", str(settings["max_size"])]
+    command += ["--min-busbw=%s" % threshold for threshold in settings.get("thresholds") or ()]
+    if settings.get("pairwise"):
+        command += ["--pairwise", "--pairwise-size", str(settings["max_size"])]
+    return command + [str(argument) for argument in settings.get("extra_args") or ()]
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="mlinfra-pod-bench",

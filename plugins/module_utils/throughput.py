@@ -27,6 +27,7 @@ import re
 import sys
 import time
 
+from .common import median, write_atomically
 from .degradation import CANNOT_TELL, NOISE_SIGMAS, FactsError, attribute, facts_path, is_facts_file, read_facts
 
 __metaclass__ = type
@@ -114,16 +115,6 @@ def _number(text):
     except (AttributeError, ValueError):
         return None
     return value if math.isfinite(value) else None
-
-
-def median(values):
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
 def quantile(values, fraction):
@@ -890,14 +881,6 @@ def baseline_file_state(path, text):
     except (IOError, OSError):
         return True, ""
     return current != text, current
-
-
-def write_atomically(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.tmp" % os.path.basename(path))
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.rename(tmp, path)
 
 
 def _percent(fraction):

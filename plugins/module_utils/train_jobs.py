@@ -49,6 +49,8 @@ import json
 import re
 
 from .admission_rules import QUEUE_LABEL, TRAINER_ANCESTOR_LABEL, AdmissionError, check_admission
+from .inventory_settings import DEMO_SHORTCUTS, to_bool
+from .train_launch import text_metrics
 
 MODES = ("job", "pytorchjob", "volcano", "jobset", "trainjob")
 RUN_LABEL = "mlinfra.io/train-run"
@@ -385,3 +387,108 @@ def pod_states(pods, mode):
                        "state": state, "exit_code": terminated.get("exitCode"), "reason": reason, "message": message})
     states.sort(key=lambda item: (item["index"] is None, item["index"], item["pod"]))
     return states
+
+
+def pod_endings(pods, logs):
+    """How each pod of an ended run ended, in the shape mlinfra-train status
+    gives in the exec start mode (``{pod, json}``), so that one summary
+    reads both: ``pods`` from pod_states, ``logs`` each pod's log text by
+    name (a pod that never started has none). The launcher's own last line,
+    a JSON status, gives the node rank, its seconds, run directory and port
+    counters; the pod's state, exit code and reason come from the API; the
+    metrics from TorchTitan's lines in the log."""
+    endings = []
+    for pod in pods:
+        text = (logs or {}).get(pod["pod"]) or ""
+        lines = text.strip().splitlines()
+        launcher = {}
+        if lines and lines[-1].startswith("{"):
+            try:
+                launcher = json.loads(lines[-1])
+            except ValueError:
+                launcher = {}
+            launcher = launcher if isinstance(launcher, dict) else {}
+        error = None
+        if pod.get("reason") and pod["state"] != "succeeded":
+            error = pod["reason"] + (": " + pod["message"] if pod.get("message") else "")
+        status = {"node_rank": launcher.get("node_rank", pod.get("index")), "seconds": launcher.get("seconds"),
+                  "run_dir": launcher.get("run_dir"), "port_counters": launcher.get("port_counters"),
+                  "state": pod["state"], "exit_code": pod.get("exit_code"), "error": error,
+                  "log_tail": text.splitlines()[-20:]}
+        status.update(text_metrics(text))
+        endings.append({"pod": pod["pod"], "json": status})
+    return endings
+
+
+# -- what the launcher is given -----------------------------------------------
+
+# The TorchTitan settings the train role's shortcuts stand for, in TorchTitan
+# 0.2's JobConfig names; train_overrides (any setting) win over them.
+TORCHTITAN_SHORTCUTS = (
+    ("train_steps", "training.steps"), ("train_local_batch_size", "training.local_batch_size"),
+    ("train_seq_len", "training.seq_len"), ("train_compile", "compile.enable"),
+    ("train_dp_shard", "parallelism.data_parallel_shard_degree"),
+    ("train_dp_replicate", "parallelism.data_parallel_replicate_degree"),
+    ("train_tp", "parallelism.tensor_parallel_degree"), ("train_pp", "parallelism.pipeline_parallel_degree"),
+    ("train_cp", "parallelism.context_parallel_degree"), ("train_hf_assets_path", "model.hf_assets_path"),
+    ("train_dataset", "training.dataset"), ("train_dataset_path", "training.dataset_path"))
+FLOAT8_OVERRIDES = (("model.converters", "quantize.linear.float8"),
+                    ("quantize.linear.float8.enable_fsdp_float8_all_gather", True),
+                    ("quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True))
+# The shortcuts the demo (files/train/tiny_lm.py) reads, as its own arguments.
+DEMO_OPTIONS = dict(zip(DEMO_SHORTCUTS, ("--steps", "--batch-size", "--seq-len")))
+
+
+def torchtitan_overrides(settings):
+    """SECTION.KEY to value: the shortcuts that are set, float8's converters
+    when train_float8, then train_overrides, which win."""
+    found = {}
+    for name, key in TORCHTITAN_SHORTCUTS:
+        value = settings.get(name)
+        if value is not None:
+            found[key] = to_bool(value) if name == "train_compile" else value
+    if to_bool(settings.get("train_float8") or False):
+        found.update(FLOAT8_OVERRIDES)
+    found.update(settings.get("train_overrides") or {})
+    return found
+
+
+def _override_value(value):
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def launch_args(settings, pods=(), pod0_node=""):
+    """The arguments of mlinfra-train start (train_launch.build_parser):
+    the rendezvous, the workload and its settings, then after -- train_args
+    and, for the demo, the shortcuts it reads as its own arguments (last, so
+    that -e train_steps=N wins over an inventory's train_args).
+    ``settings``: the train_* variables, replicas, cluster_host_network.
+    In the exec start mode the job's nodes are the StatefulSet's ``pods``
+    (a Job mode makes ``replicas``), and with host networking the
+    rendezvous is on pod 0's node (``pod0_node``), whose host name is its
+    address there, unless train_rdzv_host names one."""
+    exec_mode = settings["train_start_mode"] == "exec"
+    nnodes = len(pods) if exec_mode else int(settings["replicas"])
+    rdzv_host = settings.get("train_rdzv_host") or (
+        pod0_node if exec_mode and to_bool(settings.get("cluster_host_network") or False) else "")
+    args = ["--nnodes", str(nnodes), "--nproc-per-node", str(settings["train_nproc_per_pod"]),
+            "--rdzv-port", str(settings["train_rdzv_port"])]
+    if rdzv_host:
+        args += ["--rdzv-host", rdzv_host]
+    if settings.get("train_local_addr"):
+        args += ["--local-addr", settings["train_local_addr"]]
+    workload = settings["train_workload"]
+    if workload == "torchtitan":
+        args += ["--workload", "torchtitan", "--config", settings.get("train_config") or settings["train_default_config"]]
+        args += ["--override=%s=%s" % (key, _override_value(value))
+                 for key, value in torchtitan_overrides(settings).items()]
+    elif workload == "script":
+        args += ["--workload", "script", "--script", settings["train_script"]]
+    elif workload == "demo":
+        args += ["--workload", "demo"]
+    after = [str(argument) for argument in settings.get("train_args") or ()]
+    if workload == "demo":
+        for name in DEMO_SHORTCUTS:
+            if settings.get(name) is not None:
+                after += [DEMO_OPTIONS[name], str(settings[name])]
+    return args + (["--"] + after if after else [])

@@ -71,6 +71,7 @@ import sys
 import time
 
 from . import nccl_detect, node_facts, port_counters, throughput, torchrun_log
+from .common import write_atomically
 from .pod_bench import ordinal_of
 
 LAUNCH_FILE = "launch.json"
@@ -330,13 +331,6 @@ def banner(launch):
 
 
 # ---------------------------------------------------------------- run dir
-
-def _write_atomically(path, text):
-    tmp = "%s.tmp%d" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.rename(tmp, path)
-
 
 _UNREADABLE = object()
 
@@ -810,7 +804,7 @@ def _start_locked(options, environ, run_dir, node_rank, host, port, result):
             raise LaunchError("cannot start the supervisor (%s -c ...): %s" % (sys.executable, exc))
     launch.update(pid=process.pid, pgid=process.pid, started=time.time(),
                   started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    _write_atomically(os.path.join(run_dir, LAUNCH_FILE), json.dumps(launch, indent=2, sort_keys=True) + "\n")
+    write_atomically(os.path.join(run_dir, LAUNCH_FILE), json.dumps(launch, indent=2, sort_keys=True) + "\n")
     current = status(run_dir)
     if current["state"] == NOT_STARTED:
         current["state"] = RUNNING
@@ -852,8 +846,8 @@ def supervise(run_dir, command_json):
     sys.stdout.flush()
     moved = port_counters.port_deltas(counters_before,
                                       port_counters.read_port_counters(node_facts.NodeReader(host_root)))
-    _write_atomically(os.path.join(run_dir, PORT_COUNTERS_FILE), json.dumps(moved, sort_keys=True) + "\n")
-    _write_atomically(os.path.join(run_dir, EXIT_CODE_FILE), "%d\n" % code)
+    write_atomically(os.path.join(run_dir, PORT_COUNTERS_FILE), json.dumps(moved, sort_keys=True) + "\n")
+    write_atomically(os.path.join(run_dir, EXIT_CODE_FILE), "%d\n" % code)
     return 0
 
 
@@ -876,7 +870,7 @@ def stop(run_dir, grace=DEFAULT_GRACE):
             result.update(stopped=False, terminated=[], killed=[], left=[])
             return result
         requested = time.time()
-        _write_atomically(os.path.join(run_dir, STOP_FILE), json.dumps({"requested": requested, "grace": grace}))
+        write_atomically(os.path.join(run_dir, STOP_FILE), json.dumps({"requested": requested, "grace": grace}))
         terminated = set()
         deadline = time.time() + grace
         while alive and time.time() < deadline:
@@ -897,8 +891,8 @@ def stop(run_dir, grace=DEFAULT_GRACE):
                     killed.append(pid)
             time.sleep(_POLL)
             alive = launch_processes(launch)
-        _write_atomically(os.path.join(run_dir, STOP_FILE),
-                          json.dumps({"requested": requested, "stopped": time.time(), "grace": grace}))
+        write_atomically(os.path.join(run_dir, STOP_FILE),
+                         json.dumps({"requested": requested, "stopped": time.time(), "grace": grace}))
     result = status(run_dir)
     result.update(stopped=not alive, terminated=sorted(terminated), killed=sorted(killed), left=alive)
     if alive:

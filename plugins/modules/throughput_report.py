@@ -470,9 +470,9 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.mlinfra.multinode.plugins.module_utils.common import write_atomically
 from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import DEFAULT_THRESHOLD, \
-    DEFAULT_WARMUP_STEPS, FORMATS, NoThroughputLines, ThroughputError, baseline_file_state, throughput_report, \
-    write_atomically
+    DEFAULT_WARMUP_STEPS, FORMATS, NoThroughputLines, ThroughputError, baseline_file_state, throughput_report
 
 
 def argument_spec():

@@ -158,7 +158,7 @@ def test_soak_runs_the_benchmark_on_fresh_pods_and_judges_every_run(api_client, 
     assert report["not_checked_words"] == words
     assert markdown.splitlines()[0].endswith(", %s" % words), markdown.splitlines()[0]
     assert "- **gate** (runs 1, 2): no size had a bus bandwidth gate" in markdown.split("## Not checked", 1)[1]
-    assert re.match(r"2 run\(s\), (none degraded|1 degraded \(run \d; soak_fail_on_degraded is false\)) \(baseline ",
+    assert re.match(r"2 run\(s\), (none degraded|1 degraded \(run \d; the soak is set not to fail on them\)) \(baseline ",
                     run.last_words()), run.last_words()
     assert "; benchmark runs: %s; report: " % words in run.last_words(), run.last_words()
     # Normal noise on healthy nodes is attributed to nothing, and said so:

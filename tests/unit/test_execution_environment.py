@@ -129,14 +129,22 @@ def test_every_python_package_the_collections_import_is_in_the_context(context):
         assert wanted <= listed, (name, sorted(wanted - listed))
 
 
+def _normal(name):
+    """A package's name as PyPI compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def test_the_pins_are_the_ones_the_tests_run_with():
     with open(os.path.join(REPO, "requirements", "lock.txt")) as handle:
-        locked = {line.split("==")[0].lower(): line.strip() for line in handle if "==" in line}
+        # "name==version \" lines, each followed by its hashes.
+        locked = {_normal(line.split("==")[0]): line.split("==")[1].rstrip(" \\\n") for line in handle
+                  if "==" in line and not line.startswith((" ", "#"))}
     with open(os.path.join(REPO, "requirements", "ee-python.txt")) as handle:
         for line in handle:
             line = line.split("#")[0].strip()
             if line:
-                assert locked[line.split("==")[0].lower()] == line, line
+                name, version = line.split("==")
+                assert locked[_normal(name)] == version, line
 
 
 def test_a_version_the_tests_do_not_run_with_is_refused(tmp_path):

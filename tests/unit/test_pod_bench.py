@@ -113,3 +113,54 @@ def test_the_pod_s_placement_and_rails_go_with_its_result(snapshot, cpus_off):
     assert placement["known"] and bool(placement["spans"] or placement["misses"]) is cpus_off
     assert layout["rails"] and all(set(rail) == {"gpu", "nic", "distance", "gpu_numa", "nic_numa"}
                                    for rail in layout["rails"])
+
+
+# --- on the controller: the plan verify-rdma.yml follows --------------------------------
+
+SETTINGS = {"app": "h-kim", "namespace": "ml", "nproc_per_pod": 8, "port": 29511, "network_mode": "rdma",
+            "timeout": 600, "ops": ["all_reduce", "all_gather"], "min_size": "1M", "max_size": "8G"}
+
+
+def statefulset(replicas):
+    return [{"metadata": {"name": "h-kim"}, "spec": {"replicas": replicas}}]
+
+
+def pods(*phases):
+    return [{"metadata": {"name": "h-kim-%d" % ordinal}, "status": {"phase": phase} if phase else {}}
+            for ordinal, phase in enumerate(phases)]
+
+
+def test_the_benchmark_runs_in_every_pod_by_ordinal_with_its_command():
+    found = pod_bench.plan(statefulset(2), pods("Running", "Running")[::-1], SETTINGS)
+    assert found["pods"] == ["h-kim-0", "h-kim-1"] and found["blocker"] is None
+    assert found["command"] == [
+        "bash", "-c", 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-pod-bench" "$@"', "mlinfra-pod-bench",
+        "--nnodes", "2", "--nproc-per-node", "8", "--master-port", "29511", "--mode", "rdma", "--timeout", "600",
+        "--", "--ops", "all_reduce,all_gather", "-b", "1M", "-e", "8G"]
+    # What the command leaves to the pod is what its own parser reads.
+    options = pod_bench.build_parser().parse_args(found["command"][4:])
+    assert (options.nnodes, options.nproc_per_node, options.master_port, options.mode, options.timeout) == (
+        2, 8, 29511, "rdma", 600)
+    assert options.bench_args == ["--ops", "all_reduce,all_gather", "-b", "1M", "-e", "8G"]
+    everything = dict(SETTINGS, master_addr="10.0.0.1", require_gpudirect=False, thresholds=["1G=194"],
+                      pairwise=True, extra_args=["--iters", 5])
+    command = pod_bench.plan(statefulset(2), pods("Running", "Running"), everything)["command"]
+    assert command[command.index("--timeout") + 2:] == [
+        "--master-addr", "10.0.0.1", "--no-require-gpudirect", "--", "--ops", "all_reduce,all_gather", "-b", "1M",
+        "-e", "8G", "--min-busbw=1G=194", "--pairwise", "--pairwise-size", "8G", "--iters", "5"]
+    options = pod_bench.build_parser().parse_args(command[4:])
+    assert options.master_addr == "10.0.0.1" and options.require_gpudirect is False
+
+
+@pytest.mark.parametrize("statefulsets, found_pods, settings, blocker", [
+    ([], [], {}, "StatefulSet ml/h-kim is not deployed"),
+    (statefulset(0), [], {}, "h-kim is scaled to 0"),
+    (statefulset(1), pods("Running"), {}, "h-kim runs on one pod only: the benchmark needs two pods to cross the "
+                                          "network (-e replicas=2)"),
+    (statefulset(1), pods("Running"), {"single_pod": True}, None),
+    (statefulset(3), pods("Running", "Pending", None), {},
+     "not all pods run (h-kim-1, h-kim-2 not Running): the benchmark needs every pod of the job"),
+    (statefulset(2), pods("Running", "Running"), {"check_mode": True}, "check mode runs no benchmark"),
+])
+def test_the_benchmark_runs_in_every_pod_or_in_none_and_says_why(statefulsets, found_pods, settings, blocker):
+    assert pod_bench.plan(statefulsets, found_pods, dict(SETTINGS, **settings))["blocker"] == blocker

@@ -61,7 +61,7 @@ def test_every_inventory_in_the_collection_passes(tmp_path):
 
 
 def test_every_argument_spec_variable_has_a_conversion_of_its_type():
-    kinds = {"bool": ("_bool",), "int": ("<lambda>",), "float": ("<lambda>",)}
+    kinds = {"bool": ("_bool",), "int": ("<lambda>",), "float": ("<lambda>", "_fraction")}
     for path in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")):
         with open(path) as handle:
             specs = yaml.safe_load(handle)["argument_specs"]

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils import train_jobs as tj
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import build_parser as launcher_parser
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
@@ -564,3 +565,74 @@ def test_teardown_deletes_every_kind_of_object_a_run_makes_by_the_labels_it_has(
             assert labels["app.kubernetes.io/name"] == app + "-train", (mode, obj["kind"])
             assert labels["app.kubernetes.io/managed-by"] == "mlinfra.multinode", (mode, obj["kind"])
     assert made == deleted
+
+
+# ------------------------------------------------------------------ pod_endings
+
+def test_pod_endings_read_the_launcher_s_status_the_api_and_the_metrics():
+    pods = tj.pod_states([
+        pod("j-0-aaaaa", "Succeeded", [terminated("trainer", 0, "Completed")], index=0, node="gpu-a"),
+        pod("j-1-bbbbb", "Failed", [terminated("trainer", 1, "Error", "rank 1 died")], index=1),
+        pod("j-2-ccccc", "Pending", index=2)], "job")
+    status = {"node_rank": 0, "seconds": 12.5, "run_dir": "/workspace/runs/r", "port_counters": {"mlx5_0/1": {}}}
+    log = "\n".join(["[rank0]: step:  1  loss:  5.5000  tps: 1,000  tflops: 1.0  mfu: 1.00%",
+                     "[rank0]: step: 30  loss:  3.1000  tps: 2,000  tflops: 2.0  mfu: 2.00%",
+                     json.dumps(status)])
+    endings = tj.pod_endings(pods, {"j-0-aaaaa": log, "j-1-bbbbb": "Traceback ...\nRuntimeError: boom"})
+    assert [ending["pod"] for ending in endings] == ["j-0-aaaaa", "j-1-bbbbb", "j-2-ccccc"]
+    first, second, third = (ending["json"] for ending in endings)
+    # The launcher's own last line, and the metrics of TorchTitan's lines.
+    assert dict((key, first[key]) for key in status) == status
+    assert (first["state"], first["exit_code"], first["error"]) == ("succeeded", 0, None)
+    assert first["metrics"]["step"] == 30 and (first["first_loss"], first["latest_loss"]) == (5.5, 3.1)
+    assert first["log_tail"] == log.splitlines()
+    # No status line: the node rank is the pod's index; the API says why it failed.
+    assert (second["node_rank"], second["seconds"], second["state"], second["exit_code"]) == (1, None, "failed", 1)
+    assert second["error"] == "Error: rank 1 died" and second["metrics"] is None
+    # Never started: no log at all.
+    assert (third["node_rank"], third["state"], third["log_tail"], third["error"]) == (2, "running", [], None)
+
+
+# ------------------------------------------------------------------ launch_args
+
+LAUNCH = {"train_start_mode": "exec", "replicas": 2, "cluster_host_network": False, "train_rdzv_host": "",
+          "train_nproc_per_pod": 8, "train_rdzv_port": 29500, "train_local_addr": "", "train_workload": "torchtitan",
+          "train_config": "", "train_default_config": "/opt/llama3_8b.toml", "train_script": "", "train_args": [],
+          "train_overrides": {}, "train_float8": False}
+
+
+def started(args):
+    return launcher_parser().parse_args(["start", "--run-dir", "/r", "--run-id", "r"] + args)
+
+
+def test_launch_args_of_torchtitan_with_its_shortcuts_and_overrides_winning():
+    settings = dict(LAUNCH, train_steps=100, train_compile="yes", train_tp=2, train_float8="true",
+                    train_overrides={"training.steps": 50, "activation_checkpoint.mode": "full"})
+    args = tj.launch_args(settings, pods=["p-0", "p-1", "p-2"])
+    options = started(args)
+    assert (options.nnodes, options.nproc_per_node, options.rdzv_port, options.rdzv_host) == (3, 8, 29500, None)
+    assert (options.workload, options.config) == ("torchtitan", "/opt/llama3_8b.toml")
+    assert options.override == [
+        "training.steps=50", "compile.enable=true", "parallelism.tensor_parallel_degree=2",
+        "model.converters=quantize.linear.float8", "quantize.linear.float8.enable_fsdp_float8_all_gather=true",
+        "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp=true", "activation_checkpoint.mode=full"]
+    assert "--" not in args
+
+
+def test_launch_args_of_the_demo_put_its_shortcuts_after_train_args():
+    settings = dict(LAUNCH, train_workload="demo", train_args=["--steps", "30", "--log-freq", 5], train_steps=24,
+                    train_seq_len=64, train_start_mode="job", replicas=4)
+    args = tj.launch_args(settings, pods=["ignored"])
+    assert args[args.index("--"):] == ["--", "--steps", "30", "--log-freq", "5", "--steps", "24", "--seq-len", "64"]
+    options = started(args[:args.index("--")])
+    assert (options.nnodes, options.workload, options.override) == (4, "demo", [])
+
+
+def test_launch_args_rendezvous_on_pod_0_s_node_with_host_networking_in_exec_mode_only():
+    host = dict(LAUNCH, cluster_host_network=True, train_workload="script", train_script="train.py")
+    assert started(tj.launch_args(host, ["p-0"], "gpu-07")).rdzv_host == "gpu-07"
+    assert started(tj.launch_args(dict(host, train_rdzv_host="10.0.0.9"), ["p-0"], "gpu-07")).rdzv_host == "10.0.0.9"
+    assert started(tj.launch_args(dict(host, train_start_mode="job"), ["p-0"], "gpu-07")).rdzv_host is None
+    assert started(tj.launch_args(dict(host, cluster_host_network=False), ["p-0"], "gpu-07")).rdzv_host is None
+    options = started(tj.launch_args(dict(host, train_local_addr="10.1.1.1"), ["p-0"]))
+    assert (options.workload, options.script, options.local_addr) == ("script", "train.py", "10.1.1.1")
