@@ -18,7 +18,7 @@ background and everything about it lives in one run directory:
 ``node-<R>.log``
     the RDMA configuration, then torchrun's and the workers' output, each
     worker's line behind ``[rank<global rank>]:`` (torchrun ``--tee``), as
-    in TorchTitan's own launch script and the logs throughput.py reads.
+    in TorchTitan's own launch script and the logs throughput_logs.py reads.
 ``ranks/``
     torchrun's ``--log-dir``: every worker's own stdout, stderr and, for
     workers that record it (TorchTitan does), error file.
@@ -70,7 +70,7 @@ import subprocess
 import sys
 import time
 
-from . import nccl_detect, node_facts, port_counters, throughput, torchrun_log
+from . import nccl_detect, node_facts, port_counters, throughput_logs, torchrun_log
 from .common import write_atomically
 from .pod_bench import ordinal_of
 
@@ -477,11 +477,11 @@ def log_tail(path, count=TAIL_LINES):
 
 
 def log_metrics(path):
-    """The TorchTitan metrics lines of the log (throughput.py's parser):
+    """The TorchTitan metrics lines of the log (throughput_logs.py's parser):
     {metrics (the latest line), first_loss, latest_loss, steps_logged}."""
     try:
-        return _metrics_of(throughput.parse_log(path, "torchtitan"))
-    except throughput.ThroughputError:
+        return _metrics_of(throughput_logs.parse_log(path, "torchtitan"))
+    except throughput_logs.ThroughputError:
         return dict(_NO_METRICS)
 
 
@@ -489,8 +489,8 @@ def text_metrics(text):
     """log_metrics for a log's text (a Job pod's log read from the API
     server: the train role's progress lines in the Job start modes)."""
     try:
-        return _metrics_of(throughput.parse_lines(text.replace("\r", "\n").splitlines(), "torchtitan"))
-    except throughput.ThroughputError:
+        return _metrics_of(throughput_logs.parse_lines(text.replace("\r", "\n").splitlines(), "torchtitan"))
+    except throughput_logs.ThroughputError:
         return dict(_NO_METRICS)
 
 

@@ -472,7 +472,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.common import write_atomically
 from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import DEFAULT_THRESHOLD, \
-    DEFAULT_WARMUP_STEPS, FORMATS, NoThroughputLines, ThroughputError, baseline_file_state, throughput_report
+    DEFAULT_WARMUP_STEPS, FORMATS, ThroughputError, baseline_file_state, throughput_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput_logs import NoThroughputLines
 
 
 def argument_spec():

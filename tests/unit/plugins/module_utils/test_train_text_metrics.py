@@ -1,5 +1,5 @@
 """A Job pod's log text read as metrics (train_launch.text_metrics, the
-train_log_metrics filter's logic) and throughput.parse_lines, which it reads
+train_log_metrics filter's logic) and throughput_logs.parse_lines, which it reads
 the lines with. The lines built here are written from TorchTitan's metrics
 line format; tests/fixtures/logs/torchtitan holds a real run's log."""
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import throughput
+from ansible_collections.mlinfra.multinode.plugins.module_utils import throughput_logs
 from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import text_metrics
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -68,7 +68,7 @@ def test_carriage_returns_separate_lines(separator):
 def test_the_real_torchtitan_log():
     with open(TORCHTITAN_LOG) as handle:
         text = handle.read()
-    parsed = throughput.parse_log(TORCHTITAN_LOG, "torchtitan")["measurements"]
+    parsed = throughput_logs.parse_log(TORCHTITAN_LOG, "torchtitan")["measurements"]
     result = text_metrics(text)
     assert result["steps_logged"] == len(parsed) > 1
     assert result["metrics"]["step"] == parsed[-1]["step"]
@@ -96,17 +96,17 @@ def test_no_metrics_result_is_a_fresh_dict():
 
 
 def test_parse_lines_refuses_the_benchmark_format():
-    with pytest.raises(throughput.ThroughputError, match="cannot read lines as 'benchmark'"):
-        throughput.parse_lines([titan(1, 8.1, "1,000", "0.04")], "benchmark")
-    with pytest.raises(throughput.ThroughputError, match="cannot read lines as 'titan'"):
-        throughput.parse_lines([], "titan")
+    with pytest.raises(throughput_logs.ThroughputError, match="cannot read lines as 'benchmark'"):
+        throughput_logs.parse_lines([titan(1, 8.1, "1,000", "0.04")], "benchmark")
+    with pytest.raises(throughput_logs.ThroughputError, match="cannot read lines as 'titan'"):
+        throughput_logs.parse_lines([], "titan")
 
 
 def test_parse_lines_reads_lines_already_read():
-    parsed = throughput.parse_lines(iter([titan(1, 8.1, "1,000", "0.04"), "# marked by hand",
-                                          titan(2, 7.9, "1,200", "0.05", colour=True)]), "torchtitan")
+    lines = [titan(1, 8.1, "1,000", "0.04"), "# marked by hand", titan(2, 7.9, "1,200", "0.05", colour=True)]
+    parsed = throughput_logs.parse_lines(iter(lines), "torchtitan")
     assert parsed["format"] == "torchtitan" and parsed["annotations"] == 1
     assert [m["step"] for m in parsed["measurements"]] == [1, 2]
     assert parsed["measurements"][1]["figures"]["tokens_per_sec_per_device"] == pytest.approx(1200.0)
-    with pytest.raises(throughput.ThroughputError, match="pod j-0.s log has no torchtitan throughput lines"):
-        throughput.parse_lines(["hello"], "torchtitan", path="pod j-0's log")
+    with pytest.raises(throughput_logs.ThroughputError, match="pod j-0.s log has no torchtitan throughput lines"):
+        throughput_logs.parse_lines(["hello"], "torchtitan", path="pod j-0's log")
