@@ -112,16 +112,17 @@ def doubtful_placements(placed, nodes, today, max_age_days, cluster_name):
     for entry in sorted((_placement(entry) for entry in placed or []), key=lambda entry: entry["pod"]):
         labels = (by_name.get(entry["node"]) or {}).get("metadata", {}).get("labels") or {}
         verdict, date = labels.get(VERIFIED_LABEL), labels.get(VERIFIED_DATE_LABEL)
+        passed_on = _day(date)
+        age = (today - passed_on).days if passed_on else None
         if verdict == "false":
             failed_on = " on " + date if date else ""
             warnings.append("%s runs on %s, which verify-rdma.yml failed%s (%s=false); it stays there until deleted: "
                             "fix the node, or delete the pod once no run needs it (kubectl delete pod) to move it "
                             "to a node that passed" % (entry["pod"], entry["node"], failed_on, VERIFIED_LABEL))
-        elif verdict == "true" and max_age_days and _day(date) and (today - _day(date)).days > max_age_days:
+        elif verdict == "true" and max_age_days and age is not None and age > max_age_days:
             warnings.append("%s runs on %s, last verified %s (%d days ago, more than cluster_verification_max_age=%d); "
                             "check it again: ansible-playbook playbooks/verify-rdma.yml -i inventories/%s -e verify_label_nodes=true"
-                            % (entry["pod"], entry["node"], date, (today - _day(date)).days, max_age_days,
-                               cluster_name))
+                            % (entry["pod"], entry["node"], date, age, max_age_days, cluster_name))
     return warnings
 
 

@@ -179,7 +179,7 @@ def plan(statefulsets, pods, settings):
     ordinals, so every pod must run, or none does: ``blocker`` says why not
     (None when it may run)."""
     app = settings["app"]
-    replicas = int(((statefulsets or [{}])[0].get("spec") or {}).get("replicas") or 0) if statefulsets else 0
+    replicas = int((statefulsets[0].get("spec") or {}).get("replicas") or 0) if statefulsets else 0
     expected = ["%s-%d" % (app, ordinal) for ordinal in range(replicas)]
     running = set(pod["metadata"]["name"] for pod in pods or ()
                   if (pod.get("status") or {}).get("phase") == "Running")
