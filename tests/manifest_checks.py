@@ -11,6 +11,7 @@ import re
 import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import check_settings
+from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_runtime import RUNTIME, runtime_files
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -62,6 +63,8 @@ def _checked_inventory(inventory):
     checked = check_settings(values)
     assert checked["errors"] == [], checked["errors"]
     values.update(checked["values"])
+    # What the roles pass on from the cluster role's cluster_pod_runtime.
+    values["pod_runtime_keys"] = sorted(runtime_files(REPO)[RUNTIME])
     return values
 
 

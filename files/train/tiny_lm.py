@@ -1,11 +1,11 @@
 # Copyright: mlinfra.multinode contributors
 # Apache License 2.0 (see LICENSE)
 """A tiny causal language model trained with DistributedDataParallel: the
-demo workload of ``mlinfra-train start --workload script``.
+demo workload of ``mlinfra train start --workload script``.
 
 Run by torchrun (one process per GPU, or per CPU slot without GPUs): the
 backend is nccl where CUDA is available and gloo otherwise (``--backend``, or
-MLINFRA_TRAIN_BACKEND, which ``mlinfra-train --backend-hint`` sets, can pin
+MLINFRA_TRAIN_BACKEND, which ``mlinfra train --backend-hint`` sets, can pin
 it). The tokenizer is the 256 byte values, so nothing is downloaded; the text
 is corpus.txt beside this file (``--data`` for another). Each rank trains on
 its own contiguous shard of the text, batches of random windows drawn with
@@ -13,7 +13,7 @@ its own seed; DDP averages the gradients.
 
 Local rank 0 of every node prints TorchTitan's metrics line every
 ``--log-freq`` steps (and at step 1 and the last step), so that each pod's log
-reads as a TorchTitan log (plugins/module_utils/throughput.py parses it)::
+reads as a TorchTitan log (plugins/module_utils/report/throughput.py parses it)::
 
     [tiny_lm] 2026-01-01 12:00:00,000 - root - INFO - step: 10  loss:  3.1234  grad_norm:  0.8123  \
 memory:  0.31GiB(0.98%)  tps: 12,345  tflops: 0.01

@@ -29,7 +29,7 @@ requirements:
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.api_fault import classify
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster.api_fault import classify
 
 
 class CallbackModule(CallbackBase):

@@ -13,8 +13,8 @@ version_added: 0.1.0
 description:
   - The pods the benchmark runs in (the StatefulSet's, by ordinal, which are torchrun's node ranks), why it may not
     run (check mode; nothing deployed; scaled to 0; one pod only, unless O(settings.single_pod); a pod not Running -
-    every pod must run, or none does), and the command each pod runs - C(mlinfra-pod-bench) with its options and,
-    after C(--), those of C(mlinfra-nccl-bench).
+    every pod must run, or none does), and the command each pod runs - C(mlinfra pod-bench) with its options and,
+    after C(--), those of C(mlinfra nccl-bench).
 author:
   - mlinfra maintainers (@mlinfra)
 positional: pods, settings
@@ -68,7 +68,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_bench import plan
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.pod_bench import plan
 
 NEEDED = ("app", "namespace", "nproc_per_pod", "port", "network_mode", "timeout", "ops", "min_size", "max_size")
 

@@ -11,7 +11,7 @@ name: bench_settings
 short_description: What is wrong with the settings of a collective benchmark run, before it starts
 version_added: 0.1.0
 description:
-  - Checks the ops, message sizes and bus-bandwidth gates that the verify role passes to C(mlinfra-nccl-bench) with
+  - Checks the ops, message sizes and bus-bandwidth gates that the verify role passes to C(mlinfra nccl-bench) with
     the benchmark's own rules (the collection's C(collective_bench) code), so that a bad setting fails the play
     before a probe pod or a benchmark process is started, naming the setting and the fix.
   - Returns the list of problems; empty when the settings are good.
@@ -46,7 +46,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.collective_bench import (
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.collective_bench import (
     OPS, check_thresholds_apply, parse_size, parse_thresholds, size_range)
 
 

@@ -68,7 +68,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import deployment_refs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import deployment_refs
 
 
 def deployment_refs_filter(names):

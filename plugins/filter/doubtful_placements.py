@@ -62,7 +62,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import doubtful_placements
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.node_choice import doubtful_placements
 
 
 def doubtful_placements_filter(placed, nodes, today, max_age_days, cluster_name):

@@ -72,7 +72,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.image_reference import parse_image_reference
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.image_reference import parse_image_reference
 
 
 def image_reference(text):

@@ -11,7 +11,7 @@ name: nccl_agreement
 short_description: Whether the pods of one job detected the same NCCL setting where they must
 version_added: 0.1.0
 description:
-  - Compares the results of C(mlinfra-autodetect) (the C(nccl.json) its init container writes in every pod, the
+  - Compares the results of C(mlinfra autodetect) (the C(nccl.json) its init container writes in every pod, the
     same result the M(mlinfra.multinode.nccl_env) module returns) across the pods of one job.
   - The transport, the number of usable RDMA ports (NCCL's rails) and the number of GPUs must be the same in every
     pod, else ranks hang or crawl; a difference there makes C(agree) false. A difference in GPUDirect RDMA or in
@@ -87,7 +87,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import compare_pod_results
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_env import compare_pod_results
 
 
 def nccl_agreement(pods):

@@ -100,7 +100,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.network_manifests import (
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.network_manifests import (
     NetworkManifestError, network_manifests as build)
 
 

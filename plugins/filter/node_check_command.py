@@ -11,7 +11,7 @@ name: node_check_command
 short_description: The command that runs the node checks in a probe pod, or in a training pod
 version_added: 0.1.0
 description:
-  - The argument list (no shell reads it) that runs C(mlinfra-node-check) with the inventory's expectations - JSON
+  - The argument list (no shell reads it) that runs C(mlinfra node-check) with the inventory's expectations - JSON
     out, never a failing exit (the controller judges), the network mode, the GPUs (at least O(settings.gpus) on a
     node, exactly that many in a pod), the MTU, the RDMA devices the inventory names, GPUDirect RDMA, a link rate,
     NCCL's traffic class.
@@ -50,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import check_command
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import check_command
 
 
 def node_check_command(settings, in_pod=False):

@@ -67,7 +67,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import nodes_short
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.node_choice import nodes_short
 
 
 def nodes_short_filter(nodes, usable, wanted, asked_by, before_changes=True):

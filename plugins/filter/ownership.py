@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlinfra.multinode contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters of ownership (module_utils/ownership.py): the labels that say an
+"""Filters of ownership (module_utils/cluster/ownership.py): the labels that say an
 object is a deployment's, and the objects a deploy would touch. Each is
 documented in the .yml file of its name beside this one."""
 
@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mlinfra.multinode.plugins.module_utils import ownership
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import ownership
 
 
 def owner_labels(app):

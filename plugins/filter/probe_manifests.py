@@ -82,7 +82,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.probe_manifests import probe_manifests as build
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.probe_manifests import probe_manifests as build
 
 
 def probe_manifests(settings):

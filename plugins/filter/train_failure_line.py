@@ -20,7 +20,7 @@ author:
   - mlinfra maintainers (@mlinfra)
 options:
   _input:
-    description: Each pod's C(mlinfra-train status) exec, as C(pods_exec) returns it (RV(pods) with C(json)); in the
+    description: Each pod's C(mlinfra train status) exec, as C(pods_exec) returns it (RV(pods) with C(json)); in the
       Job start modes the same shape made from the Job's pods.
     type: list
     elements: dict
@@ -83,7 +83,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import failure_line, pod_fates
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import failure_line, pod_fates
 
 
 def train_failure_line(statuses, run_id, state, pod_logs, logs_dir, note="", pods_then=None, pods_now=None, nodes=None):

@@ -11,7 +11,7 @@ name: train_job_endings
 short_description: How each pod of a training run in a Job start mode ended
 version_added: 0.1.0
 description:
-  - Gives, for each pod of an ended run (C(mlinfra.multinode.train_job_pods)), what C(mlinfra-train status) gives
+  - Gives, for each pod of an ended run (C(mlinfra.multinode.train_job_pods)), what C(mlinfra train status) gives
     in the exec start mode, so that one summary reads both - the node rank, seconds, run directory and port
     counters of the launcher's own last log line (a JSON status), the pod's state, exit code and reason from the
     API, the last 20 log lines, and the metrics of TorchTitan's lines (C(mlinfra.multinode.train_log_metrics)).
@@ -111,7 +111,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs import pod_endings
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.train_jobs import pod_endings
 
 
 def train_job_endings(pods, logs):

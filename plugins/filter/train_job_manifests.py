@@ -14,7 +14,7 @@ description:
   - Turns the StatefulSet the statefulset role renders into the objects of one run - a headless Service and an
     indexed Job (V(job)), a Kubeflow PyTorchJob (V(pytorchjob)), a Volcano Job (V(volcano)), a JobSet of one
     replicated job (V(jobset)), or the deployment's Kubeflow Trainer TrainingRuntime and the run's TrainJob
-    (V(trainjob)) - whose pods are the StatefulSet's pods running C(mlinfra-train start --wait) as one node each.
+    (V(trainjob)) - whose pods are the StatefulSet's pods running C(mlinfra train start --wait) as one node each.
   - The objects are checked against the static rules of the operators' admission webhooks (Kubeflow Training
     Operator, Volcano, JobSet, Kubeflow Trainer, Kueue); one they would refuse fails with the webhook's words and
     the fix.
@@ -92,7 +92,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs import TrainJobError, manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.train_jobs import TrainJobError, manifests
 
 
 def train_job_manifests(statefulset, mode, run_id, replicas, launch_args, run_dir="mlinfra-runs", port=29500,

@@ -12,7 +12,7 @@ short_description: The pods of a training run in a Job start mode, by node index
 version_added: 0.1.0
 description:
   - Reads the pods of a run (as C(kubernetes.core.k8s_info) returns them) and gives, in node-index order, each
-    pod's name, index, phase, state (V(running), V(succeeded) or V(failed), as C(mlinfra-train status) names
+    pod's name, index, phase, state (V(running), V(succeeded) or V(failed), as C(mlinfra train status) names
     them), and the trainer container's exit code, reason and message once it ended.
 author:
   - mlinfra maintainers (@mlinfra)
@@ -76,7 +76,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs import MODES, pod_states
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.train_jobs import MODES, pod_states
 
 
 def train_job_pods(pods, mode):

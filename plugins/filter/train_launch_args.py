@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: train_launch_args
-short_description: The arguments every pod's launcher (mlinfra-train start) is given for a training run
+short_description: The arguments every pod's launcher (mlinfra train start) is given for a training run
 version_added: 0.1.0
 description:
   - The number of nodes (the StatefulSet's running pods in the exec start mode, C(replicas) in a Job mode), the
@@ -55,7 +55,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_jobs import launch_args
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.train_jobs import launch_args
 
 NEEDED = ("train_start_mode", "replicas", "train_nproc_per_pod", "train_rdzv_port", "train_workload")
 

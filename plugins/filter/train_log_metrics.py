@@ -13,7 +13,7 @@ version_added: 0.1.0
 description:
   - Reads TorchTitan's metrics lines (C(step ... loss ... tps ... mfu)) in a log's text with the parser of
     C(throughput_report) and gives the latest line's figures and the first and latest loss - what
-    C(mlinfra-train status) reports for a run directory, for a log read from the API server instead.
+    C(mlinfra train status) reports for a run directory, for a log read from the API server instead.
 author:
   - mlinfra maintainers (@mlinfra)
 options:
@@ -73,7 +73,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import text_metrics
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.run_status import text_metrics
 
 
 def train_log_metrics(text):

@@ -18,7 +18,7 @@ author:
   - mlinfra maintainers (@mlinfra)
 options:
   _input:
-    description: Each pod's C(mlinfra-train stop) exec, as C(pods_exec) returns it (RV(pods) with C(json)).
+    description: Each pod's C(mlinfra train stop) exec, as C(pods_exec) returns it (RV(pods) with C(json)).
     type: list
     elements: dict
     required: true
@@ -39,7 +39,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import stop_line
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import stop_line
 
 
 def train_stop_line(pods):

@@ -36,7 +36,7 @@ options:
     type: int
     required: true
   statuses:
-    description: Each pod's status as C(mlinfra-train status) reports it (C(first_loss), C(latest_loss),
+    description: Each pod's status as C(mlinfra train status) reports it (C(first_loss), C(latest_loss),
       C(metrics.step)), rank 0's first; entries that are not mappings (a pod that did not answer) are passed over.
     type: list
     elements: raw
@@ -68,7 +68,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import summary_line
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import summary_line
 
 
 def train_summary_line(run, run_id, pods, nproc_per_pod, statuses, baseline, logs_dir):

@@ -62,7 +62,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import unchangeable_settings
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import unchangeable_settings
 
 
 def _unchangeable_settings(live, wanted):

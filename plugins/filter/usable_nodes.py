@@ -87,7 +87,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import too_few_nodes, usable_nodes
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.node_choice import too_few_nodes, usable_nodes
 
 
 def usable_nodes_filter(nodes, named, replicas, cluster_name, require_verified=False):

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The verdict filters: the roles' only way to a verdict. Each filter is
 documented beside this file (node_verdicts.yml, ...); the rules are in
-plugins/module_utils/verdicts.py."""
+plugins/module_utils/report/verdicts.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation, port_counters, verdicts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import degradation
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import port_counters
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import verdicts
 
 
 def _list(value, name):

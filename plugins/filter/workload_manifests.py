@@ -167,7 +167,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests as build
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import workload_manifests as build
 
 
 def workload_manifests(settings):

@@ -22,8 +22,8 @@ import difflib
 import math
 import re
 
-from .image_reference import parse_image_reference
-from .nccl_detect import OVERRIDE_MAX_LENGTH, override_error
+from .workload.image_reference import parse_image_reference
+from .fabric.nccl_env import OVERRIDE_MAX_LENGTH, override_error
 
 __metaclass__ = type
 

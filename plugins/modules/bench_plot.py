@@ -13,7 +13,7 @@ module: bench_plot
 short_description: Chart of a collective benchmark's bus bandwidth, or of a soak's runs, as a PNG file
 version_added: 0.1.0
 description:
-  - Reads the JSON result document that C(mlinfra-nccl-bench --json) writes (schema 1, see C(docs/benchmark.md))
+  - Reads the JSON result document that C(mlinfra nccl-bench --json) writes (schema 1, see C(docs/benchmark.md))
     and draws it as a PNG line chart. One line per op of the sweep (all_reduce, all_gather, reduce_scatter,
     alltoall), the bus bandwidth in GB/s (busbw, of the placement the op measures, in-place for all_reduce and
     out-of-place for the others) against the message size on a log2 axis.
@@ -47,7 +47,7 @@ options:
       - First line of the chart's title, for example the cluster's name. The second line, the run's ranks,
         nodes and verdict, is always drawn.
       - Characters outside ASCII letters, digits and common punctuation are drawn as C(?).
-      - "Without it: V(mlinfra-nccl-bench: bus bandwidth by message size)."
+      - "Without it: V(mlinfra nccl-bench: bus bandwidth by message size)."
     type: str
   width:
     description:
@@ -74,7 +74,7 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Draw the result of a benchmark run (mlinfra-nccl-bench ... --json /tmp/bench.json)
+- name: Draw the result of a benchmark run (mlinfra nccl-bench ... --json /tmp/bench.json)
   mlinfra.multinode.bench_plot:
     src: /tmp/bench.json
     dest: /tmp/bench.png
@@ -122,7 +122,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.bench_plot import DEFAULT_HEIGHT, DEFAULT_WIDTH, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.bench_plot import DEFAULT_HEIGHT, DEFAULT_WIDTH, \
     check_dimensions, plot_file
 
 

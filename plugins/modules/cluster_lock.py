@@ -116,7 +116,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.mlinfra.multinode.plugins.module_utils import cluster_lock, ownership
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import lock as cluster_lock
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import ownership
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError

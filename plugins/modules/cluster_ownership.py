@@ -69,7 +69,7 @@ EXAMPLES = r"""
 - name: Know which of the named objects teardown may delete
   mlinfra.multinode.cluster_ownership:
     objects:
-      - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: "{{ cluster_namespace }}", name: "{{ cluster_app_name }}-autodetect-code"}}
+      - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: "{{ cluster_namespace }}", name: "{{ cluster_app_name }}-pod-runtime"}}
     instance: "{{ cluster_app_name }}"
     namespace: "{{ cluster_namespace }}"
     refuse: false
@@ -143,7 +143,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.mlinfra.multinode.plugins.module_utils import ownership
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import ownership
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError

@@ -68,7 +68,7 @@ import copy
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.mlinfra.multinode.plugins.module_utils import cluster_reach
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import reach as cluster_reach
 
 
 def argument_spec():

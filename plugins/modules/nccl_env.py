@@ -23,7 +23,7 @@ description:
     RoCE v2 IPv4 GID at the same index and NCCL is older than 2.21 (or of unknown version); NCCL 2.21 and
     later pick the GID of each device by themselves.
   - A value in O(overrides) always wins.
-  - The same code runs in pods, without Ansible, as the C(mlinfra-autodetect) command (the autodetect init
+  - The same code runs in pods, without Ansible, as the C(mlinfra autodetect) command (the autodetect init
     container), which writes the result as a shell file for the launcher.
 author:
   - mlinfra maintainers (@mlinfra)
@@ -176,9 +176,9 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import TRANSPORT_MODES, override_error, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_env import TRANSPORT_MODES, override_error, \
     parse_version, render_env_file
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import detect_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import detect_report
 
 # Keys every facts dict from rdma_node_check has; a dict without them is not one.
 REQUIRED_FACT_KEYS = ("kernel", "modules", "gpudirect", "nvidia", "rdma", "netdevs", "cpus")

@@ -118,8 +118,8 @@ EXAMPLES = r"""
     namespace: ml-train
     pods: [h-kim-0, h-kim-1]
     container: trainer
-    command: [bash, -c, 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-train" status --run-dir "$1/$POD_NAME"',
-              mlinfra-train, mlinfra-runs/run1]
+    command: [bash, -c, 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra" train status --run-dir "$1/$POD_NAME"',
+              mlinfra train, mlinfra-runs/run1]
     parse_json: true
     repeat_while: {state: running}
     repeat_every: 10
@@ -174,7 +174,7 @@ import copy
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.mlinfra.multinode.plugins.module_utils import pods_exec
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import pods_exec
 
 
 def argument_spec():

@@ -23,7 +23,7 @@ description:
     C(ipc_lock), C(dev_infiniband), C(pod_rails) (the pod's GPUs against its NICs) and C(cpu_placement) (the
     pod's CPUs against its GPUs' NUMA nodes)."
   - Never changes the node; C(changed) is always false.
-  - The same checks run inside pods, without Ansible, as the C(mlinfra-node-check) command of the collection's
+  - The same checks run inside pods, without Ansible, as the C(mlinfra node-check) command of the collection's
     image.
 author:
   - mlinfra maintainers (@mlinfra)
@@ -199,8 +199,8 @@ facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, MODES, POD_CHECK_NAMES
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import FAIL_ON, node_check_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import CHECK_NAMES, MODES, POD_CHECK_NAMES
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import FAIL_ON, node_check_report
 
 
 def argument_spec():

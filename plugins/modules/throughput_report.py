@@ -71,7 +71,7 @@ description:
     files matched by a glob in O(logs) are not read as logs."
   - Only O(save_baseline) changes anything; the task reports C(changed) only when the file is written (or,
     in check mode, would be), and never writes in check mode.
-  - The same code runs without Ansible, in pods and on laptops, as the C(mlinfra-throughput-report) command in
+  - The same code runs without Ansible, in pods and on laptops, as the C(mlinfra throughput-report) command in
     the collection's C(files/bin).
 author:
   - mlinfra maintainers (@mlinfra)
@@ -470,10 +470,10 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.common import write_atomically
-from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import DEFAULT_THRESHOLD, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.common.files import write_atomically
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.throughput import DEFAULT_THRESHOLD, \
     DEFAULT_WARMUP_STEPS, FORMATS, ThroughputError, baseline_file_state, throughput_report
-from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput_logs import NoThroughputLines
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.throughput_logs import NoThroughputLines
 
 
 def argument_spec():

@@ -1,6 +1,6 @@
 """The collective benchmark of verify-rdma.yml and soak.yml, run for real
 across two pods of the local cluster: each fake pod's exec is a process of
-this machine, so mlinfra-pod-bench starts one torchrun node per pod and the
+this machine, so mlinfra pod-bench starts one torchrun node per pod and the
 two nodes meet over gloo on 127.0.0.1 (inventories/local/group_vars/all/
 verify.yml). The sums and gathered pieces are checked element by element by
 the benchmark itself; NCCL is not there, so its transport is reported as not

@@ -377,7 +377,7 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
     claim of the deployment's names (none made by the collection)."""
     core = client.CoreV1Api(api_client)
     core.create_namespace({"metadata": {"name": deploy_ns, "labels": {"team": "alice"}}})
-    core.create_namespaced_config_map(deploy_ns, {"metadata": {"name": APP + "-autodetect-code"},
+    core.create_namespaced_config_map(deploy_ns, {"metadata": {"name": APP + "-pod-runtime"},
                                                   "data": {"notes.txt": "alice's"}})
     core.create_namespaced_service_account(deploy_ns, {"metadata": {"name": APP}})
     core.create_namespaced_persistent_volume_claim(deploy_ns, {
@@ -386,7 +386,7 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
 
     def hers():
         return (core.read_namespace(deploy_ns).metadata.labels,
-                core.read_namespaced_config_map(APP + "-autodetect-code", deploy_ns).data,
+                core.read_namespaced_config_map(APP + "-pod-runtime", deploy_ns).data,
                 core.read_namespaced_service_account(APP, deploy_ns).metadata.labels,
                 core.read_namespaced_persistent_volume_claim("workspace-%s-0" % APP, deploy_ns).metadata.labels,
                 sorted(s.metadata.name for s in core.list_namespaced_service(deploy_ns).items),
@@ -409,7 +409,7 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
     (message,) = run.failure_messages()
     assert message.startswith(
         "deploy.yml would change objects that this deployment (cluster_app_name={app} in namespace {ns}) did not "
-        "create: ConfigMap {ns}/{app}-autodetect-code (no app.kubernetes.io labels); ServiceAccount {ns}/{app} (no "
+        "create: ConfigMap {ns}/{app}-pod-runtime (no app.kubernetes.io labels); ServiceAccount {ns}/{app} (no "
         "app.kubernetes.io labels); PersistentVolumeClaim {ns}/workspace-{app}-0 (app.kubernetes.io/name={app}); "
         .format(ns=deploy_ns, app=APP)), message
     assert message.endswith("Nothing was changed. Fix: give the deployment names of its own (another "
@@ -423,7 +423,7 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
     assert left["msg"].strip() == (
         "left 2 object(s) of the deployment's names that it did not create (they lack "
         "app.kubernetes.io/managed-by=mlinfra.multinode and app.kubernetes.io/instance=%s): "
-        "ConfigMap %s-autodetect-code, ServiceAccount %s" % (APP, APP, APP))
+        "ConfigMap %s-pod-runtime, ServiceAccount %s" % (APP, APP, APP))
     assert hers() == before
 
 

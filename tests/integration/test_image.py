@@ -124,9 +124,9 @@ def test_a_build_is_started_once_per_change_of_its_inputs(api_client, image_ns):
     containerfile = (ROOT / "files" / "Containerfile").read_text()
     assert bc["spec"]["source"]["dockerfile"] == containerfile
     assert bc["spec"]["source"]["configMaps"] == [
-        {"configMap": {"name": APP + "-autodetect-code"}, "destinationDir": "plugins/module_utils"},
-        {"configMap": {"name": APP + "-autodetect-bin"}, "destinationDir": "files/bin"},
-        {"configMap": {"name": APP + "-autodetect-train"}, "destinationDir": "files/train"}]
+        {"configMap": {"name": APP + "-pod-runtime"}, "destinationDir": "plugins/module_utils"},
+        {"configMap": {"name": APP + "-programs"}, "destinationDir": "files/bin"},
+        {"configMap": {"name": APP + "-train-assets"}, "destinationDir": "files/train"}]
     assert bc["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": APP + ":0.1.0"}
     assert bc["spec"]["triggers"] == [] and bc["spec"]["runPolicy"] == "Serial"
     args = dict((a["name"], a["value"]) for a in bc["spec"]["strategy"]["dockerStrategy"]["buildArgs"])
@@ -239,11 +239,11 @@ def test_without_the_autodetect_configmaps_it_says_to_run_that_role_first(api_cl
     check = image_role("main", openshift(image_ns), check=True)
     assert not check.failed, check.failure_messages()
     said = check.results("before the autodetect ConfigMaps exist")[0]["msg"]
-    assert "would start a build of files/Containerfile" in said and APP + "-autodetect-code" in said
+    assert "would start a build of files/Containerfile" in said and APP + "-pod-runtime" in said
     run = image_role("main", openshift(image_ns))
     assert run.failed
     messages = " ".join(run.failure_messages())
-    assert "%s-autodetect-code, %s-autodetect-bin, %s-autodetect-train not found" % (APP, APP, APP) in messages, messages
+    assert "%s-pod-runtime, %s-programs, %s-train-assets not found" % (APP, APP, APP) in messages, messages
     assert "--tags autodetect,image" in messages
     assert objects(api_client, image_ns, IMAGE_GROUP, "imagestreams") == []
 

@@ -117,7 +117,7 @@ def test_a_training_run_of_each_job_start_mode_is_accepted(dyn, real_namespaces,
     assert container["name"] == ("pytorch" if mode == "pytorchjob" else "trainer")
     assert container["command"][:2] == ["/bin/bash", "-c"] and "start --wait" in container["command"][2]
     launch = container["command"][3:]
-    assert launch[:3] == ["mlinfra-train", "mlinfra-runs", "Llama3.Run-7"]
+    assert launch[:3] == ["mlinfra train", "mlinfra-runs", "Llama3.Run-7"]
     assert launch[launch.index("--nnodes") + 1] == "2" and launch[launch.index("--nproc-per-node") + 1] == "8"
     assert launch[launch.index("--config") + 1] == "/opt/mlinfra/files/train/llama3_8b.toml"
 
@@ -160,5 +160,5 @@ def test_rendering_twice_writes_the_same_files(tmp_path):
     said = run.last_words()
     assert "apply them server-side, `oc apply --server-side -f %s`" % second in said, said
     code = next(doc for doc in yaml.safe_load_all((second / "autodetect.yaml").read_text())
-                if doc["metadata"]["name"].endswith("-autodetect-code"))
+                if doc["metadata"]["name"].endswith("-pod-runtime"))
     assert len(json.dumps(code)) > 262144

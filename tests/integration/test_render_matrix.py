@@ -27,9 +27,9 @@ from manifest_checks import inventory_settings
 from rendering import dry_run_apply, render
 
 from ansible_collections.mlinfra.multinode.plugins.filter.rdma_ipam import rdma_ipam
-from ansible_collections.mlinfra.multinode.plugins.module_utils import train_jobs
-from ansible_collections.mlinfra.multinode.plugins.module_utils.network_manifests import network_manifests
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload import train_jobs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.network_manifests import network_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import workload_manifests
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,7 @@ def test_render_writes_the_objects_the_matrix_judges(tmp_path, inventory, securi
     rendered = documents["sriov"] + documents["statefulset"]
     assert sorted(rendered, key=repr) == sorted(deployment, key=repr)
     # The run with the launcher arguments the train role gave it (the
-    # inventory's own train settings): /bin/bash -c SCRIPT mlinfra-train DIR ID ARGS.
+    # inventory's own train settings): /bin/bash -c SCRIPT mlinfra train DIR ID ARGS.
     workload = documents["train"][-1]
     command = workload["spec"]["trainer"]["command"] if mode == "trainjob" else \
         [c for c in pod_templates(workload)[0]["spec"]["containers"] if c["name"] in ("trainer", "pytorch")][0]["command"]

@@ -1,5 +1,5 @@
 """train.yml run by ansible-playbook against the local cluster: each fake
-pod's exec runs mlinfra-train on this machine, so two "nodes" rendezvous on
+pod's exec runs mlinfra train on this machine, so two "nodes" rendezvous on
 127.0.0.1 and train the collection's tiny language model over gloo on the CPU
 (inventories/local/group_vars/all/train.yml)."""
 
@@ -67,7 +67,7 @@ def assert_summary_line(said, run_id, logs_dir, steps=30):
 
 def looks_at_the_pods_started(run_id):
     """Whether train.yml has begun to follow the run: its look at the pods
-    runs `mlinfra-train status` in each pod, here a process of this machine."""
+    runs `mlinfra train status` in each pod, here a process of this machine."""
     return any(" status --run-dir " in cmdline and run_id in cmdline for _pid, _environ, cmdline in processes())
 
 

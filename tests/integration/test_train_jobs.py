@@ -72,7 +72,7 @@ def test_an_indexed_job_trains_across_two_pods_and_is_summed_up(api_client, depl
         assert all(port["bytes"] == 0 and port["errors"] == {} for port in status["port_counters"].values())
     for pod in summary["pods"]:
         log = (tmp_path / "Job-OK" / (pod + ".log")).read_text()
-        assert "mlinfra-train: run Job-OK, node" in log and "step: 30" in log
+        assert "mlinfra train: run Job-OK, node" in log and "step: 30" in log
     # A finished run's Job stays (train_job_ttl) with its pods and their logs.
     assert objects(api_client, namespace, "batch/v1", "Job", "job-ok") == ["job-ok"]
     assert launched_processes("Job-OK") == []

@@ -57,11 +57,11 @@ FREE_FORM_RETURNS = {
                           "namespace_labels": "the live namespace's labels, whoever set them"},
     "pod_verdicts": {"_value.nccl.env": "variable name to value, as the pod's init container wrote them"},
     "bench_verdict": {
-        "_value.pods.nccl": "what NCCL's log said, as mlinfra-pod-bench reports it",
+        "_value.pods.nccl": "what NCCL's log said, as mlinfra pod-bench reports it",
         "_value.pods.transport": "the nccl_transport check as nccl_log gives it",
         "_value.pods.port_counters": "RDMA port name to what it moved, as port_counters.port_deltas gives it",
         "_value.pods.placement.cpus_per_numa_node": "NUMA node number to how many of the pod's CPUs are on it",
-        "_value.document": "the benchmark's document, as mlinfra-nccl-bench --json writes it",
+        "_value.document": "the benchmark's document, as mlinfra nccl-bench --json writes it",
         "_value.node_port_counters": "node name to what its ports moved, as node_port_deltas gives it",
     },
     "node_port_deltas": {"_value": "node name to {ports, error}, ports by RDMA port name as port_deltas gives them"},

@@ -1,4 +1,4 @@
-"""files/bin/mlinfra-nccl-bench run for real: torchrun, gloo, on the CPU.
+"""files/bin/mlinfra nccl-bench run for real: torchrun, gloo, on the CPU.
 
 Uses the interpreter of .work/venv-workload (torch, as in the training image;
 scripts/setup.sh creates it). Sizes and iterations are small, so that each
@@ -12,11 +12,12 @@ import sys
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_table
 from conftest import WORKLOAD_PYTHON
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOOL = os.path.join(REPO, "files", "bin", "mlinfra-nccl-bench")
+TOOL = [os.path.join(REPO, "files", "bin", "mlinfra"), "nccl-bench"]
 ALL_OPS = ",".join(cb.OPS)
 TIMEOUT = 300
 # The workload python; the other torchrun tests import it from here.
@@ -35,7 +36,7 @@ def _environment():
 
 def torchrun(python, nproc, arguments, cwd):
     """Runs the tool under torchrun --standalone (a free port of its own)."""
-    command = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), TOOL]
+    command = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), *TOOL]
     return subprocess.run(command + list(arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=TIMEOUT, cwd=str(cwd), env=_environment(), check=False)
 
@@ -85,7 +86,7 @@ def test_sweep_table_parses_back_to_the_document(sweep):
     result, path = sweep
     assert result.returncode == 0, _explain(result)
     document = cb.read_document(str(path))
-    tests = cb.parse_table(result.stdout)
+    tests = bench_table.parse_table(result.stdout)
     assert [test["op"] for test in tests] == list(cb.OPS), result.stdout
     for test in tests:
         block = document["ops"][test["op"]]
@@ -120,14 +121,14 @@ def test_an_unreachable_gate_fails(workload_python, tmp_path):
 
 def test_bad_usage_exits_2_with_a_clear_message(workload_python, tmp_path):
     # Checked before torch is imported or torchrun's variables are read.
-    direct = subprocess.run([workload_python, TOOL, "--min-busbw", "x=y"], stdout=subprocess.PIPE,
+    direct = subprocess.run([workload_python, *TOOL, "--min-busbw", "x=y"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT, cwd=str(tmp_path),
                             env=_environment(), check=False)
     assert direct.returncode == 2, _explain(direct)
-    assert "mlinfra-nccl-bench: error: --min-busbw 'x=y': SIZE 'x' is not a size" in direct.stderr
+    assert "mlinfra nccl-bench: error: --min-busbw 'x=y': SIZE 'x' is not a size" in direct.stderr
     assert "1G=194" in direct.stderr
     # The same with any python 3: the check needs no torch.
-    again = subprocess.run([sys.executable, TOOL, "--min-busbw", "1G=-3"], stdout=subprocess.PIPE,
+    again = subprocess.run([sys.executable, *TOOL, "--min-busbw", "1G=-3"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT, env=_environment(),
                            check=False)
     assert again.returncode == 2 and "above 0 GB/s" in again.stderr, _explain(again)
@@ -136,7 +137,7 @@ def test_bad_usage_exits_2_with_a_clear_message(workload_python, tmp_path):
     launched = torchrun(workload_python, 2, ["--backend", "gloo", "--min-busbw", "x=y"], tmp_path)
     assert launched.returncode != 0, _explain(launched)
     output = launched.stdout + launched.stderr
-    assert output.count("mlinfra-nccl-bench: error: --min-busbw 'x=y': SIZE 'x' is not a size") == 1, _explain(launched)
+    assert output.count("mlinfra nccl-bench: error: --min-busbw 'x=y': SIZE 'x' is not a size") == 1, _explain(launched)
 
 
 def test_pairwise_measures_every_pair_of_four_nodes(workload_python, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlinfra.multinode.plugins.filter.image_reference import image_reference
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import workload_manifests
 from manifest_checks import inventory_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,8 +109,8 @@ def test_the_in_pod_code_lands_where_the_statefulset_mounts_and_runs_it():
     pod = workload_manifests(inventory_settings("local"))["statefulset"]["spec"]["template"]["spec"]
     containers = pod["initContainers"] + pod["containers"]
     destination = dict((source.rstrip("/"), target.rstrip("/")) for source, target in copies())
-    for volume, source in (("autodetect-code", "plugins/module_utils"), ("autodetect-bin", "files/bin"),
-                           ("autodetect-train", "files/train")):
+    for volume, source in (("pod-runtime", "plugins/module_utils"), ("programs", "files/bin"),
+                           ("train-assets", "files/train")):
         mounts = set(mount["mountPath"] for container in containers for mount in container["volumeMounts"]
                      if mount["name"] == volume)
         assert mounts == {destination[source]}, (volume, mounts, destination[source])

@@ -1,4 +1,4 @@
-"""files/bin/mlinfra-pod-bench: one pod's part of the benchmark that
+"""files/bin/mlinfra pod-bench: one pod's part of the benchmark that
 verify-rdma runs in every training pod at once. Here two processes of this
 machine play pods h-kim-0 and h-kim-1: each starts its own torchrun node
 (gloo on the CPU, torch from .work/venv-workload) and prints one JSON object.
@@ -11,11 +11,11 @@ import subprocess
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import pod_bench
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import pod_bench
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import NodeReader
 from test_collective_bench_gloo import PYTHON, REPO, TIMEOUT
 
-LAUNCHER = os.path.join(REPO, "files", "bin", "mlinfra-pod-bench")
+LAUNCHER = [os.path.join(REPO, "files", "bin", "mlinfra"), "pod-bench"]
 BENCH_ARGS = ["--", "--ops", "all_reduce,all_gather", "-b", "4K", "-e", "64K", "-f", "4", "-w", "1", "-n", "3"]
 
 
@@ -28,7 +28,7 @@ def free_port():
 def start_pod(pod, arguments, workdir):
     env = dict(os.environ, POD_NAME=pod, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     env.pop("MLINFRA_PLUGINS_DIR", None)
-    return subprocess.Popen([PYTHON, LAUNCHER, "--workdir", str(workdir)] + arguments, env=env,
+    return subprocess.Popen([PYTHON, *LAUNCHER, "--workdir", str(workdir)] + arguments, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
 
 
@@ -63,7 +63,7 @@ def test_without_a_workdir_the_run_leaves_nothing_in_tmp(tmp_path):
     without --workdir the run's own directory goes, its log's tail kept in
     the result. (A python that exits at once stands for a failed start.)"""
     env = dict(os.environ, POD_NAME="h-kim-0", TMPDIR=str(tmp_path))
-    done = subprocess.run([PYTHON, LAUNCHER, "--nnodes", "1", "--master-addr", "127.0.0.1", "--timeout", "30",
+    done = subprocess.run([PYTHON, *LAUNCHER, "--nnodes", "1", "--master-addr", "127.0.0.1", "--timeout", "30",
                            "--python", "/bin/false"], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
     result = json.loads(done.stdout)
@@ -134,7 +134,7 @@ def test_the_benchmark_runs_in_every_pod_by_ordinal_with_its_command():
     found = pod_bench.plan(statefulset(2), pods("Running", "Running")[::-1], SETTINGS)
     assert found["pods"] == ["h-kim-0", "h-kim-1"] and found["blocker"] is None
     assert found["command"] == [
-        "bash", "-c", 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra-pod-bench" "$@"', "mlinfra-pod-bench",
+        "bash", "-c", 'exec python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra" pod-bench "$@"', "mlinfra pod-bench",
         "--nnodes", "2", "--nproc-per-node", "8", "--master-port", "29511", "--mode", "rdma", "--timeout", "600",
         "--", "--ops", "all_reduce,all_gather", "-b", "1M", "-e", "8G"]
     # What the command leaves to the pod is what its own parser reads.

@@ -10,7 +10,7 @@ import subprocess
 
 import yaml
 from ansible_cli import run_playbook
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import torchtitan_entry
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.launch import torchtitan_entry
 from conftest import REPO, WORKLOAD_PYTHON
 
 TORCHTITAN = os.path.join(REPO, ".work", "torchtitan-config")

@@ -1,4 +1,4 @@
-"""files/bin/mlinfra-train run for real: detached torchrun launches of
+"""files/bin/mlinfra train run for real: detached torchrun launches of
 files/train/tiny_lm.py (gloo on the CPU, torch from .work/venv-workload),
 two processes of this machine playing pods demo-0 and demo-1, everything on
 127.0.0.1. Each launch returns at once; the tests poll `status` as the train
@@ -11,11 +11,11 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import train_launch as tl
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import launch as tl
 from test_collective_bench_gloo import PYTHON, REPO
 from test_pod_bench import free_port
 
-LAUNCHER = os.path.join(REPO, "files", "bin", "mlinfra-train")
+LAUNCHER = [os.path.join(REPO, "files", "bin", "mlinfra"), "train"]
 TINY_LM = os.path.join(REPO, "files", "train", "tiny_lm.py")
 # Two torchrun nodes of one tiny_lm process each take about 10 s here; the
 # rendezvous and the ranks' start-up are most of it.
@@ -33,7 +33,7 @@ def environment(pod, more=None):
 
 
 def launcher(arguments, pod="demo-0", more_env=None):
-    result = subprocess.run([PYTHON, LAUNCHER] + arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    result = subprocess.run([PYTHON, *LAUNCHER] + arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True, env=environment(pod, more_env), timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -242,7 +242,7 @@ def test_torchtitan_workload_gets_its_config_and_overrides(workload_python, tmp_
 
 def foreground(pod, run_dir, run_id, port, script_args, extra=()):
     """start --wait, as a Job's container runs it: stays until torchrun ends."""
-    return subprocess.Popen([PYTHON, LAUNCHER, "start", "--wait", "--run-dir", str(run_dir), "--run-id", run_id,
+    return subprocess.Popen([PYTHON, *LAUNCHER, "start", "--wait", "--run-dir", str(run_dir), "--run-id", run_id,
                              "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-host", "127.0.0.1", "--rdzv-port",
                              str(port), "--local-addr", "127.0.0.1", "--workload", "demo"] + list(extra)
                             + ["--"] + script_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -260,7 +260,7 @@ def test_foreground_nodes_print_their_log_and_exit_with_the_runs_status(workload
         out, err = process.communicate(timeout=DEADLINE)
         assert process.returncode == 0, out[-3000:] + err[-2000:]
         lines = out.splitlines()
-        assert lines[1] == "mlinfra-train: run fg-ok, node %d of 2" % rank
+        assert lines[1] == "mlinfra train: run fg-ok, node %d of 2" % rank
         assert "Training completed: 10 steps" in out and "torchrun exited with 0" in out
         final = json.loads(lines[-1])
         assert final["state"] == "succeeded" and final["exit_code"] == 0 and "log_tail" not in final

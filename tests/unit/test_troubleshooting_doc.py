@@ -5,8 +5,11 @@ can report: the node and in-pod checks (node_checks), NCCL's transport
 import os
 import re
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench, degradation, nccl_log, node_checks, \
-    verdicts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import degradation
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import nccl_log
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node import checks as node_checks
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import verdicts
 from conftest import REPO
 
 

@@ -25,8 +25,9 @@ import os
 import re
 import sys
 
-from module_utils import collective_bench as cb
-from module_utils.throughput import median
+from module_utils.fabric import collective_bench as cb
+from module_utils.fabric import bench_table
+from module_utils.common.stats import median
 
 ENVIRONMENTS = ("none", "detected", "seed")
 FROM_SIZE = 16 * 1024 * 1024
@@ -51,7 +52,7 @@ def bench_rows(path):
 
 def nccl_tests_rows(path):
     with open(path) as handle:
-        blocks = cb.parse_table(handle.read())
+        blocks = bench_table.parse_table(handle.read())
     # nccl-tests before 2.14 print no "Collective test starting" line, so
     # their table names no op: all_reduce_perf's own table is all_reduce.
     rows = [row for block in blocks if block["op"] in ("all_reduce", None) for row in block["rows"]]

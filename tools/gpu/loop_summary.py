@@ -16,8 +16,8 @@ import json
 import sys
 
 from bench_summary import bench_rows, nccl_tests_rows
-from module_utils import collective_bench as cb
-from module_utils.throughput import median
+from module_utils.fabric import collective_bench as cb
+from module_utils.common.stats import median
 
 LOOP_WAYS = ("fresh", "view", "aligned", "graph1", "graph20", "held", "heldgraph")
 

@@ -2,23 +2,23 @@
 # GPU-host measurements of the collection, each done whole in one call:
 #
 #   tools/gpu/measure.sh node-report OUTDIR
-#       rdma_node_check (as the in-pod command mlinfra-node-check) in rdma and
-#       tcp mode, and mlinfra-autodetect, on this host; raw nvidia-smi and
+#       rdma_node_check (as the in-pod command mlinfra node-check) in rdma and
+#       tcp mode, and mlinfra autodetect, on this host; raw nvidia-smi and
 #       sysfs listings beside them for comparison.
 #
 #   tools/gpu/measure.sh record-node OUTDIR
-#       mlinfra-node-check --record: the snapshot of this host that the node
+#       mlinfra node-check --record: the snapshot of this host that the node
 #       checks read (OUTDIR/snapshot), and the checks' reports on the host
 #       and on the snapshot in rdma and tcp mode, which must be the same.
 #
 #   tools/gpu/measure.sh pod-bench OUTDIR
-#       mlinfra-pod-bench as verify-rdma runs it in a pod, as the only node of
+#       mlinfra pod-bench as verify-rdma runs it in a pod, as the only node of
 #       the job with one process per GPU of this host (NCCL, NCCL_DEBUG=INFO):
-#       its JSON result, the NCCL log it recorded, and mlinfra-nccl-log's
+#       its JSON result, the NCCL log it recorded, and mlinfra nccl-log's
 #       verdicts on that log in rdma and tcp mode.
 #
 #   tools/gpu/measure.sh train-launcher OUTDIR [RUNS]
-#       the train role's launcher (mlinfra-train start --wait, as a Job's pod
+#       the train role's launcher (mlinfra train start --wait, as a Job's pod
 #       runs it) against a hand-typed torchrun of the same job, alternating
 #       RUNS times (default 3; each kind first in every other run, after
 #       an untimed start that reads torch from disk): the collection's tiny
@@ -28,9 +28,9 @@
 #
 #   tools/gpu/measure.sh bench-compare OUTDIR [ALL_REDUCE_PERF] [ROUNDS]
 #       all_reduce busbw, 1 MiB to 8 GiB, bfloat16 and float32, 5 warm-up and
-#       20 timed iterations: mlinfra-pod-bench (as verify-rdma runs it, one
+#       20 timed iterations: mlinfra pod-bench (as verify-rdma runs it, one
 #       process per GPU) in three NCCL environments -- none set, the one
-#       mlinfra-autodetect writes for this host (given to the bench as a pod
+#       mlinfra autodetect writes for this host (given to the bench as a pod
 #       gives it: BASH_ENV), and the fixed NCCL_ALGO=Ring,
 #       NCCL_P2P_LEVEL=NVL, NCCL_NET_GDR_LEVEL=5 of hand-written launch
 #       scripts -- and, when the path of a
@@ -55,7 +55,7 @@
 #   tools/gpu/measure.sh launch-compare OUTDIR ALL_REDUCE_PERF
 #       how the way iterations are issued moves the figures, all_reduce bf16
 #       1 MiB to 128 MiB, -w 5 -n 20, three rounds alternating: nccl-tests
-#       as is and with its CUDA-graph mode (-G 20), and mlinfra-pod-bench
+#       as is and with its CUDA-graph mode (-G 20), and mlinfra pod-bench
 #       with --launch graph, graph with NCCL_GRAPH_REGISTER=0, eager and
 #       auto (which sizes auto timed as a graph is printed per round).
 #       Prints the per-size medians (busbw GB/s).
@@ -63,7 +63,7 @@
 #   tools/gpu/measure.sh torch-loop OUTDIR ALL_REDUCE_PERF [ROUNDS]
 #       where the time of the benchmark's all_reduce goes: bf16, 1 MiB to
 #       512 MiB, -w 5 -n 20, ROUNDS rounds (default 3) alternating:
-#       nccl-tests as is and with -G 20, mlinfra-pod-bench (--launch auto,
+#       nccl-tests as is and with -G 20, mlinfra pod-bench (--launch auto,
 #       as verify-rdma runs it, and eager), and a plain torch.distributed
 #       loop (tools/gpu/torch_loop.py) timed five ways, as users run it and
 #       under the benchmark's conditions (its GPU bound, NCCL's INFO log).
@@ -72,7 +72,7 @@
 #   tools/gpu/measure.sh two-nodes OUTDIR [ALL_REDUCE_PERF] [VARIANT]
 #       this host's GPUs split into two "nodes" of half of them each
 #       (CUDA_VISIBLE_DEVICES), each started as its own pod would be:
-#       mlinfra-pod-bench twice (the all_reduce sweep, bf16 1 MiB to 8 GiB,
+#       mlinfra pod-bench twice (the all_reduce sweep, bf16 1 MiB to 8 GiB,
 #       then its pairwise mode) and, when ALL_REDUCE_PERF is given, nccl-tests
 #       on every GPU (-g GPUS) before and after the sweep; then the train
 #       role's launcher twice, TorchTitan with the arguments of
@@ -115,13 +115,13 @@ node_report() {
     echo "== ulimit -l"; ulimit -l
   } > "$out/host-raw.txt" 2>&1
   for mode in rdma tcp; do
-    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --expect-gpus "$(nvidia-smi -L | grep -c '^GPU')" \
+    "$PY" "$ROOT/files/bin/mlinfra" node-check --mode "$mode" --expect-gpus "$(nvidia-smi -L | grep -c '^GPU')" \
       > "$out/node-check-$mode.txt" 2>&1
     echo "exit status: $?" >> "$out/node-check-$mode.txt"
-    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --fail-on never --format json \
+    "$PY" "$ROOT/files/bin/mlinfra" node-check --mode "$mode" --fail-on never --format json \
       > "$out/node-check-$mode.json" 2>>"$out/errors.txt"
   done
-  "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/autodetect.env" --json "$out/autodetect.json"
+  "$PY" "$ROOT/files/bin/mlinfra" autodetect --output "$out/autodetect.env" --json "$out/autodetect.json"
   echo "autodetect exit status: $?"
   cat "$out"/node-check-rdma.txt "$out"/node-check-tcp.txt "$out/autodetect.env"
 }
@@ -129,12 +129,12 @@ node_report() {
 record_node() {
   local gpus mode
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
-  "$PY" "$ROOT/files/bin/mlinfra-node-check" --record "$out/snapshot" --fail-on never --format json \
+  "$PY" "$ROOT/files/bin/mlinfra" node-check --record "$out/snapshot" --fail-on never --format json \
     > "$out/recording-report.json" 2> "$out/recording.txt"
   echo "record exit status: $?"; cat "$out/recording.txt"
   for mode in rdma tcp; do
-    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --min-gpus "$gpus" > "$out/host-$mode.txt" 2>&1
-    "$PY" "$ROOT/files/bin/mlinfra-node-check" --mode "$mode" --min-gpus "$gpus" --root "$out/snapshot" \
+    "$PY" "$ROOT/files/bin/mlinfra" node-check --mode "$mode" --min-gpus "$gpus" > "$out/host-$mode.txt" 2>&1
+    "$PY" "$ROOT/files/bin/mlinfra" node-check --mode "$mode" --min-gpus "$gpus" --root "$out/snapshot" \
       > "$out/snapshot-$mode.txt" 2>&1
     if diff "$out/host-$mode.txt" "$out/snapshot-$mode.txt" > "$out/diff-$mode.txt"; then
       echo "$mode: the snapshot is checked as the host"
@@ -149,12 +149,12 @@ record_node() {
 pod_bench() {
   local gpus
   gpus="$(nvidia-smi -L | grep -c '^GPU')"
-  POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+  POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 "$PY" "$ROOT/files/bin/mlinfra" pod-bench --nnodes 1 \
     --nproc-per-node "$gpus" --mode rdma --timeout 400 --workdir "$out/pod-bench" \
     -- --ops all_reduce,all_gather -b 1M -e 1G > "$out/pod-bench.json" 2> "$out/pod-bench.stderr"
   echo "pod-bench exit status: $?"
   for mode in rdma tcp; do
-    "$PY" "$ROOT/files/bin/mlinfra-nccl-log" --mode "$mode" "$out/pod-bench/bench-node0.log" > "$out/nccl-log-$mode.txt" 2>&1
+    "$PY" "$ROOT/files/bin/mlinfra" nccl-log --mode "$mode" "$out/pod-bench/bench-node0.log" > "$out/nccl-log-$mode.txt" 2>&1
     echo "nccl-log $mode exit status: $?" >> "$out/nccl-log-$mode.txt"
   done
   "$PY" - "$out/pod-bench.json" <<'PYEOF'
@@ -179,7 +179,7 @@ train_launcher() {
     local kind="$1" run="$2" started
     started=$(date +%s.%N)
     if [[ "$kind" == launcher ]]; then
-      MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
+      MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra" train start --wait \
         --run-dir "$out/launcher-$run" --run-id "launcher-$run" --nnodes 1 --nproc-per-node "$gpus" \
         --rdzv-host 127.0.0.1 --rdzv-port "$port" --workload demo --nccl-env '' -- "${job[@]}" \
         > "$out/launcher-$run.out" 2>&1
@@ -279,7 +279,7 @@ bench_compare() {
   for name in $(compgen -e | grep '^NCCL_'); do
     [[ "$name" == NCCL_NVLS_ENABLE ]] || unset_nccl+=(-u "$name")
   done
-  "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/env-detected.sh" --json "$out/autodetect.json" \
+  "$PY" "$ROOT/files/bin/mlinfra" autodetect --output "$out/env-detected.sh" --json "$out/autodetect.json" \
     > "$out/autodetect.out" 2>&1
   printf 'export NCCL_ALGO=Ring NCCL_P2P_LEVEL=NVL NCCL_NET_GDR_LEVEL=5\n' > "$out/env-seed.sh"
   : > "$out/env-none.sh"
@@ -301,7 +301,7 @@ bench_compare() {
         # its environment the way a pod's processes do (BASH_ENV).
         # shellcheck disable=SC2016  # $0 and $@ are the inner bash's
         env "${unset_nccl[@]}" BASH_ENV="$out/env-$env_name.sh" POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 \
-          bash -c 'exec "$0" "$@"' "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+          bash -c 'exec "$0" "$@"' "$PY" "$ROOT/files/bin/mlinfra" pod-bench --nnodes 1 \
           --nproc-per-node "$gpus" --mode tcp --timeout 300 --workdir "$out/work-$env_name-$dtype-$round" \
           -- --ops all_reduce -b 1M -e 8G -f 2 --dtype "$dtype" -w 5 -n 20 \
           > "$out/bench-$env_name-$dtype-$round.json" 2> "$out/bench-$env_name-$dtype-$round.stderr"
@@ -345,7 +345,7 @@ torchtitan_runs() {
   local assets=/tmp/mlinfra-gpu/assets port=29641 run kind started launch_args by_hand=()
   [[ -s "$assets/tokenizer/tokenizer.json" ]] ||
     "$PY" "$ROOT/tools/gpu/make_train_assets.py" "$assets" > "$out/assets.json" || return 1
-  "$PY" "$ROOT/files/bin/mlinfra-autodetect" --output "$out/nccl.env" > /dev/null 2>&1 || return 1
+  "$PY" "$ROOT/files/bin/mlinfra" autodetect --output "$out/nccl.env" > /dev/null 2>&1 || return 1
   mapfile -t launch_args < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' "$args_json")
   # shellcheck disable=SC2207  # the flags are words without spaces
   by_hand=($(titan_variant_flags "$variant")) || by_hand=()
@@ -359,7 +359,7 @@ torchtitan_runs() {
       [[ "$kind" == torchrun && ${#by_hand[@]} -eq 0 ]] && continue
       started=$(date +%s.%N)
       if [[ "$kind" == launcher ]]; then
-        MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra-train" start --wait \
+        MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-0" "$PY" "$ROOT/files/bin/mlinfra" train start --wait \
           --run-dir "$out/run-$variant-launcher-$run" --run-id "$variant-launcher-$run" --nccl-env "$out/nccl.env" \
           "${launch_args[@]}" > "$out/$variant-launcher-$run.out" 2>&1
       else
@@ -377,7 +377,7 @@ launch_compare() {
   all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1
   bench_as() {
     local name="$1" round="$2"; shift 2
-    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 60 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 60 "$PY" "$ROOT/files/bin/mlinfra" pod-bench --nnodes 1 \
       --nproc-per-node 2 --mode tcp --timeout 50 --workdir "$out/work-$name-$round" \
       -- --ops all_reduce -b 1M -e 128M --dtype bfloat16 -w 5 -n 20 "$@" > "$out/$name-$round.json" 2>/dev/null
   }
@@ -394,7 +394,7 @@ launch_compare() {
 import json, sys
 from bench_summary import bench_rows as bench, nccl_tests_rows as nccl_tests
 from module_utils import collective_bench as cb
-from module_utils.throughput import median
+from module_utils.report.throughput import median
 out = sys.argv[1]
 kinds = (("nccltests", nccl_tests), ("nccltests_graph", nccl_tests), ("graph", bench), ("graph_noregister", bench),
          ("eager", bench), ("auto", bench))
@@ -420,7 +420,7 @@ torch_loop() {
   all_reduce_perf="$(nccl_tests_binary "$all_reduce_perf")" || return 1
   bench_way() {
     local name="$1"; shift
-    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 120 "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 1 \
+    POD_NAME=bench-0 MASTER_ADDR=127.0.0.1 timeout 120 "$PY" "$ROOT/files/bin/mlinfra" pod-bench --nnodes 1 \
       --nproc-per-node "$gpus" --mode tcp --timeout 110 --workdir "$out/work-$name-$round" \
       -- --ops all_reduce "${sizes[@]}" --dtype bfloat16 -w 5 -n 20 "$@" > "$out/$name-$round.json" 2>/dev/null
   }
@@ -438,7 +438,7 @@ torch_loop() {
     bench_way bench_eager --launch eager
     loop_way loop
     # The benchmark's own conditions: the process group bound to its GPU,
-    # NCCL's INFO log (as mlinfra-pod-bench sets it).
+    # NCCL's INFO log (as mlinfra pod-bench sets it).
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET loop_way loop_asbench --bind-device
     echo "round $round done" >> "$out/runs.txt"
   done
@@ -468,7 +468,7 @@ two_nodes() {
     pids=()
     for rank in 0 1; do
       CUDA_VISIBLE_DEVICES="$(visible "$rank")" POD_NAME="bench-$rank" MASTER_ADDR=127.0.0.1 \
-        "$PY" "$ROOT/files/bin/mlinfra-pod-bench" --nnodes 2 --nproc-per-node "$half" --mode tcp --timeout 200 \
+        "$PY" "$ROOT/files/bin/mlinfra" pod-bench --nnodes 2 --nproc-per-node "$half" --mode tcp --timeout 200 \
         --workdir "$out/bench-$mode-node$rank" -- "${bench_args[@]}" > "$out/bench-$mode-node$rank.json" 2>&1 &
       pids+=($!)
     done
@@ -487,7 +487,7 @@ two_nodes() {
     for rank in 0 1; do
       if [[ "$when" == launcher ]]; then
         CUDA_VISIBLE_DEVICES="$(visible "$rank")" MLINFRA_PLUGINS_DIR="$ROOT/plugins" POD_NAME="gpu-$rank" \
-          "$PY" "$ROOT/files/bin/mlinfra-train" start --wait --run-dir "$out/train-node$rank" --run-id two-nodes \
+          "$PY" "$ROOT/files/bin/mlinfra" train start --wait --run-dir "$out/train-node$rank" --run-id two-nodes \
           --nccl-env '' "${launch_args[@]}" > "$out/train-node$rank.out" 2>&1 &
       else
         CUDA_VISIBLE_DEVICES="$(visible "$rank")" \

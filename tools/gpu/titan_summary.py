@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from module_utils import throughput
+from module_utils.report import throughput
 
 WARMUP_STEPS = 10
 # runs.txt: "VARIANT KIND run N: exit STATUS, SECONDS s"

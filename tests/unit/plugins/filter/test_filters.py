@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.filter.nccl_agreement import FilterModule as AgreementFilters
 from ansible_collections.mlinfra.multinode.plugins.filter.nodes_short import FilterModule as ShortFilters
-from ansible_collections.mlinfra.multinode.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.mlinfra.multinode.plugins.module_utils.common.quantity import parse_quantity
 from ansible_collections.mlinfra.multinode.plugins.filter.text_table import FilterModule as TableFilters
 
 text_table = TableFilters().filters()["text_table"]

@@ -1,4 +1,4 @@
-"""The operators' admission-webhook rules (plugins/module_utils/admission_rules.py):
+"""The operators' admission-webhook rules (plugins/module_utils/workload/admission_rules.py):
 one case per rule, each a valid object broken in one place, refused with the
 webhook's own words and a fix; the valid objects pass. The rules and their
 wording come from the operators' webhook sources at the pinned versions
@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import admission_rules as ar
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload import admission_rules as ar
 
 POD = {"metadata": {"labels": {"app": "x"}},
        "spec": {"containers": [{"name": "trainer", "image": "registry/x:1"}], "restartPolicy": "Never"}}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.api_fault import classify
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster.api_fault import classify
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "api_faults")
 

@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import bench_expectation as be
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
-from ansible_collections.mlinfra.multinode.plugins.module_utils import verdicts as v
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
-from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_bench import pod_layout
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_expectation as be
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import verdicts as v
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import NodeReader
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.pod_bench import pod_layout
 from conftest import REPO
 from test_verdicts import transport_check
 

@@ -1,4 +1,4 @@
-"""module_utils/cluster_lock.py: who holds a deployment's lock, when a lock
+"""module_utils/cluster/lock.py: who holds a deployment's lock, when a lock
 may be taken over, and what a play that waited in vain says. The process
 table is a directory laid out as /proc is."""
 
@@ -6,7 +6,7 @@ import datetime
 import os
 
 import pytest
-from ansible_collections.mlinfra.multinode.plugins.module_utils import cluster_lock
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import lock as cluster_lock
 
 NOW = datetime.datetime(2026, 11, 28, 2, 0, 0, tzinfo=datetime.timezone.utc)
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import cluster_reach
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import reach as cluster_reach
 
 pytestmark = pytest.mark.skipif(not cluster_reach.HAS_KUBERNETES, reason="needs the kubernetes library")
 

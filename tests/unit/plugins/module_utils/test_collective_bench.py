@@ -14,7 +14,10 @@ import random
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_options
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_pairs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_table
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 REFERENCE = os.path.join(REPO, "..", "shared", "reference", "h200x2-nccltests-allreduce-bf16.txt")
@@ -265,7 +268,7 @@ def test_document_passes_and_round_trips(tmp_path):
     path.write_text(cb.render_document(document))
     again = cb.read_document(str(path))
     assert again == json.loads(json.dumps(document))
-    # The shape mlinfra-throughput-report reads.
+    # The shape mlinfra throughput-report reads.
     assert again["collective"] == "all_reduce" and again["nranks"] == 2 and again["type"] == "bfloat16"
     assert [entry["size"] for entry in again["results"]] == [row[0] for row in REAL_ROWS]
     assert all(entry["in_place"] for entry in again["results"])
@@ -314,25 +317,25 @@ def test_rows_are_laid_out_like_nccl_tests():
         fields = line.split()
         text = "%12d  %12d  %8s  %6s  %6d" % (int(fields[0]), int(fields[1]), "bfloat16", "sum", -1)
         for first in (5, 9):
-            text += cb.format_group({"status": "measured", "time_us": float(fields[first]),
+            text += bench_table.format_group({"status": "measured", "time_us": float(fields[first]),
                                      "algbw_gbps": float(fields[first + 1]), "busbw_gbps": float(fields[first + 2]),
                                      "wrong": int(fields[first + 3])})
         assert text == line
     # torch's all_reduce is in-place: the out-of-place group reads N/A.
     row = cb.measured_row("all_reduce", cb.layout("all_reduce", 1048576, 2, "bfloat16"), 2, 15.67e-6, 0)
-    assert cb.format_row("all_reduce", "bfloat16", row) == (
+    assert bench_table.format_row("all_reduce", "bfloat16", row) == (
         "     1048576        524288  bfloat16     sum      -1      N/A     N/A     N/A     N/A    15.67   66.92   66.92"
         "       0")
-    assert len(cb.format_row("all_reduce", "bfloat16", row)) == len(REAL_LINES[0])
+    assert len(bench_table.format_row("all_reduce", "bfloat16", row)) == len(REAL_LINES[0])
 
 
 def test_format_number_as_nccl_tests():
-    assert cb.format_number(15.59, 7) == "  15.59"
-    assert cb.format_number(12292.3, 7) == "12292.3"
-    assert cb.format_number(123456.7, 7) == " 123457"
-    assert cb.format_number(12345678.0, 7) == "1.2e+07"
-    assert cb.format_number(352.74, 6) == "352.74"
-    assert cb.format_number(1352.74, 6) == "1352.7"
+    assert bench_table.format_number(15.59, 7) == "  15.59"
+    assert bench_table.format_number(12292.3, 7) == "12292.3"
+    assert bench_table.format_number(123456.7, 7) == " 123457"
+    assert bench_table.format_number(12345678.0, 7) == "1.2e+07"
+    assert bench_table.format_number(352.74, 6) == "352.74"
+    assert bench_table.format_number(1352.74, 6) == "1352.7"
 
 
 def test_table_round_trip():
@@ -343,10 +346,10 @@ def test_table_round_trip():
               for size, seconds, wrong in ((1048576, 2.5e-5, 0), (8589934592, 0.031, 7))]
     document = _document({"all_reduce": rows, "all_gather": gather})
     devices = [{"rank": 0, "pid": 10, "host": "gpu-a", "device": 0, "bus_id": "0000:06:00", "name": "NVIDIA H200"}]
-    text = cb.format_table(document, devices)
-    assert text.count(cb.TABLE_HEADER[1]) == 2
+    text = bench_table.format_table(document, devices)
+    assert text.count(bench_table.TABLE_HEADER[1]) == 2
     assert "#  Rank  0 Group  0 Pid     10 on      gpu-a device  0 [0000:06:00] NVIDIA H200" in text
-    tests = cb.parse_table(text)
+    tests = bench_table.parse_table(text)
     assert [test["op"] for test in tests] == ["all_reduce", "all_gather"]
     for test, op in zip(tests, ("all_reduce", "all_gather")):
         block = document["ops"][op]
@@ -375,9 +378,9 @@ def test_parse_table_reads_real_nccl_tests_output():
         with open(REFERENCE, encoding="utf-8") as handle:
             text = handle.read()
     else:
-        text = "\n".join(["# Collective test starting: all_reduce_perf"] + list(cb.TABLE_HEADER) + REAL_LINES +
+        text = "\n".join(["# Collective test starting: all_reduce_perf"] + list(bench_table.TABLE_HEADER) + REAL_LINES +
                          ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 246.954 "])
-    tests = cb.parse_table(text)
+    tests = bench_table.parse_table(text)
     assert len(tests) == 1 and tests[0]["op"] == "all_reduce" and tests[0]["out_of_bounds"] == 0
     last = tests[0]["rows"][-1]
     assert (last["size"], last["count"], last["type"], last["redop"], last["root"]) == (
@@ -395,7 +398,7 @@ def test_parse_table_reads_the_older_layout_and_unchecked_runs():
         "     2097152        524288     float     sum      -1    29.13   71.99   71.99    N/A    29.07   72.13   72.13"
         "    N/A",
     ])
-    rows = cb.parse_table(text)[0]["rows"]
+    rows = bench_table.parse_table(text)[0]["rows"]
     assert rows[0]["redop"] is None and rows[0]["in_place"]["busbw_gbps"] == 72.61
     assert rows[1]["out_of_place"]["wrong"] is None and rows[1]["out_of_place"]["time_us"] == 29.13
 
@@ -403,20 +406,20 @@ def test_parse_table_reads_the_older_layout_and_unchecked_runs():
 # --- nodes and pairs --------------------------------------------------------------
 
 def test_group_and_name_nodes():
-    nodes = cb.group_nodes([0, 0, 1, 1, 2, 2])
+    nodes = bench_pairs.group_nodes([0, 0, 1, 1, 2, 2])
     assert nodes == [[0, 1], [2, 3], [4, 5]]
     infos = [{"hostname": "gpu-%d" % (rank // 2), "node_name": None} for rank in range(6)]
-    assert cb.name_nodes(nodes, infos) == ["gpu-0", "gpu-1", "gpu-2"]
+    assert bench_pairs.name_nodes(nodes, infos) == ["gpu-0", "gpu-1", "gpu-2"]
     # The local test cluster: every "node" on one host.
     same = [{"hostname": "vm", "node_name": None} for _rank in range(6)]
-    assert cb.name_nodes(nodes, same) == ["node0", "node1", "node2"]
+    assert bench_pairs.name_nodes(nodes, same) == ["node0", "node1", "node2"]
     named = [{"hostname": "vm", "node_name": "worker-%d" % (rank // 2)} for rank in range(6)]
-    assert cb.name_nodes(nodes, named) == ["worker-0", "worker-1", "worker-2"]
+    assert bench_pairs.name_nodes(nodes, named) == ["worker-0", "worker-1", "worker-2"]
 
 
 @pytest.mark.parametrize("count", range(1, 12))
 def test_round_robin_covers_every_pair_once_with_disjoint_rounds(count):
-    rounds = cb.round_robin(count)
+    rounds = bench_pairs.round_robin(count)
     seen = [pair for pairs in rounds for pair in pairs]
     assert sorted(seen) == list(itertools.combinations(range(count), 2))
     for pairs in rounds:
@@ -442,7 +445,7 @@ def test_a_slow_node_shared_by_all_its_pairs_is_named(count):
         speed = 45.0 * (1 + noise.uniform(-0.04, 0.04))
         return speed * (0.55 if "gpu-2" in (first, second) else 1.0)
     pairs = _pairs(busbw, names)
-    analysis = cb.analyze_pairs(pairs)
+    analysis = bench_pairs.analyze_pairs(pairs)
     assert analysis["suspect_nodes"] == ["gpu-2"]
     assert sorted(tuple(pair["nodes"]) for pair in analysis["slow_pairs"]) == sorted(
         tuple(pair["nodes"]) for pair in pairs if "gpu-2" in pair["nodes"])
@@ -452,14 +455,14 @@ def test_a_slow_node_shared_by_all_its_pairs_is_named(count):
 def test_normal_noise_names_nobody():
     noise = random.Random(7)
     names = ["gpu-%d" % index for index in range(8)]
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 45.0 * (1 + noise.uniform(-0.1, 0.1)), names))
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 45.0 * (1 + noise.uniform(-0.1, 0.1)), names))
     assert analysis["slow_pairs"] == [] and analysis["suspect_nodes"] == [] and analysis["note"] is None
     assert analysis["slowest_pair"] is not None  # still named, for the record
 
 
 def test_a_slow_link_between_two_good_nodes_names_no_node():
     names = ["a", "b", "c", "d"]
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 20.0 if (first, second) == ("a", "b") else 45.0, names))
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if (first, second) == ("a", "b") else 45.0, names))
     assert [pair["nodes"] for pair in analysis["slow_pairs"]] == [["a", "b"]]
     assert analysis["suspect_nodes"] == [] and "links" in analysis["note"]
 
@@ -467,7 +470,7 @@ def test_a_slow_link_between_two_good_nodes_names_no_node():
 def test_two_slow_nodes_are_both_named():
     # 8 nodes, b and e slow: 13 of the 28 pairs are slow, the median is fast.
     names = ["a", "b", "c", "d", "e", "f", "g", "h"]
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 20.0 if {first, second} & {"b", "e"} else 45.0, names))
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if {first, second} & {"b", "e"} else 45.0, names))
     assert analysis["suspect_nodes"] == ["b", "e"]
 
 
@@ -475,20 +478,20 @@ def test_when_most_pairs_are_slow_only_the_threshold_finds_them():
     # 3 nodes, c slow: 2 of the 3 pairs are slow, so the median of all pairs
     # is itself slow and nothing is below 80% of it; a threshold finds c.
     names = ["a", "b", "c"]
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names))
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names))
     assert analysis["slow_pairs"] == [] and analysis["median_busbw_gbps"] == 20.0
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names),
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names),
                                 min_busbw=40.0)
     assert analysis["suspect_nodes"] == ["c"]
 
 
 def test_the_threshold_makes_pairs_slow_and_everything_slow_names_nobody():
     names = ["a", "b", "c", "d"]
-    analysis = cb.analyze_pairs(_pairs(lambda first, second: 45.0, names), min_busbw=50.0)
+    analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 45.0, names), min_busbw=50.0)
     assert len(analysis["slow_pairs"]) == 6 and analysis["suspect_nodes"] == []
     assert "every pair is slow" in analysis["note"]
     pairs = _pairs(lambda first, second: 45.0, ["a", "b"])
-    analysis = cb.analyze_pairs(pairs, min_busbw=50.0)
+    analysis = bench_pairs.analyze_pairs(pairs, min_busbw=50.0)
     assert analysis["suspect_nodes"] == [] and "two nodes" in analysis["note"]
     assert pairs[0]["slow"] and "below the gate of 50 GB/s" in pairs[0]["reasons"][0]
 
@@ -496,10 +499,10 @@ def test_the_threshold_makes_pairs_slow_and_everything_slow_names_nobody():
 def test_unmeasured_pairs_are_slow_and_fail_the_document():
     pairs = _pairs(lambda first, second: 45.0, ["a", "b", "c"])
     pairs[1].update({"status": "not-measured", "busbw_gbps": None, "note": "out of memory"})
-    analysis = cb.analyze_pairs(pairs)
+    analysis = bench_pairs.analyze_pairs(pairs)
     assert [pair["nodes"] for pair in analysis["slow_pairs"]] == [["a", "c"]]
     with pytest.raises(ValueError, match="between 0 and 1"):
-        cb.analyze_pairs(pairs, fraction=1.5)
+        bench_pairs.analyze_pairs(pairs, fraction=1.5)
 
 
 # --- options ------------------------------------------------------------------------------
@@ -508,8 +511,8 @@ ENV = {"WORLD_SIZE": "4", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2
 
 
 def _options(argv, env=None, cuda=False):
-    options = cb.resolve_options(cb.build_parser().parse_args(argv), ENV if env is None else env)
-    return cb.resolve_device(options, cuda)
+    options = bench_options.resolve_options(bench_options.build_parser().parse_args(argv), ENV if env is None else env)
+    return bench_options.resolve_device(options, cuda)
 
 
 def test_options_defaults():
@@ -526,18 +529,18 @@ def test_options_defaults():
 def test_launch_is_chosen_per_size_on_gpus_only_and_is_recorded():
     gpu = _options([], cuda=True)
     assert gpu["launch"] == "auto"
-    settings = dict(cb.settings_of(dict(gpu, min_bytes=1, max_bytes=2, factor=2)))
+    settings = dict(bench_options.settings_of(dict(gpu, min_bytes=1, max_bytes=2, factor=2)))
     assert settings["launch"] == "auto"
     # nccl-tests' "graph:" is one setting for the whole run: 1 only when
     # every size is a graph.
-    assert "graph: 0" in cb.table_preamble("all_reduce", settings)[1]
+    assert "graph: 0" in bench_table.table_preamble("all_reduce", settings)[1]
     assert _options(["--launch", "eager"], cuda=True)["launch"] == "eager"
     graph = _options(["--launch", "graph"], cuda=True)
-    assert "graph: 1" in cb.table_preamble("all_reduce", cb.settings_of(graph))[1]
+    assert "graph: 1" in bench_table.table_preamble("all_reduce", bench_options.settings_of(graph))[1]
     # gloo has no CUDA graphs: the CPU sweep is eager whatever was asked.
     cpu = _options(["--launch", "graph"])
     assert cpu["launch"] == "eager"
-    assert "graph: 0" in cb.table_preamble("all_reduce", cb.settings_of(cpu))[1]
+    assert "graph: 0" in bench_table.table_preamble("all_reduce", bench_options.settings_of(cpu))[1]
 
 
 @pytest.mark.parametrize("issue_us, gpu_us, bound", [
@@ -562,13 +565,13 @@ def test_rows_record_their_launch_and_the_table_names_the_graph_sizes():
             for size, seconds, launch in ((2 ** 20, 2.0e-5, "graph"), (2 ** 21, 3.0e-5, "graph"),
                                           (2 ** 22, 3.4e-5, "eager"))]
     assert [row["launch"] for row in rows] == ["graph", "graph", "eager"]
-    footer = cb.table_footer("all_reduce", rows)
+    footer = bench_table.table_footer("all_reduce", rows)
     assert footer[0] == "# Timed as a CUDA graph: 1M 2M"
     # A table read back is not disturbed by the comment.
-    table_lines = list(cb.TABLE_HEADER) + [cb.format_row("all_reduce", "bfloat16", row) for row in rows] + footer
-    parsed = cb.parse_table("\n".join(table_lines))
+    table_lines = list(bench_table.TABLE_HEADER) + [bench_table.format_row("all_reduce", "bfloat16", row) for row in rows] + footer
+    parsed = bench_table.parse_table("\n".join(table_lines))
     assert len(parsed) == 1 and len(parsed[0]["rows"]) == 3 and parsed[0]["out_of_bounds"] == 0
-    eager_only = cb.table_footer("all_reduce", rows[2:])
+    eager_only = bench_table.table_footer("all_reduce", rows[2:])
     assert not any("CUDA graph" in line for line in eager_only)
     assert cb.unmeasured_row(cb.layout("all_reduce", 2 ** 20, 2, "bfloat16"), "no memory")["launch"] is None
 

@@ -1,7 +1,7 @@
 """degradation: which factors separate a soak's degraded runs from its
 normal ones - a NIC whose counter moved only in them, a placement, a node -
 and the plain statement when nothing does. The facts are written here as
-mlinfra-pod-bench records them (node, uid, placement, port counter deltas);
+mlinfra pod-bench records them (node, uid, placement, port counter deltas);
 the last tests read the real Composer logs of the degradation hunt (two
 normal, two degraded runs) as a directory of runs with facts beside them."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import degradation
-from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import ThroughputError, format_report, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import degradation
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.throughput import ThroughputError, format_report, \
     noise, throughput_report
 
 COMPOSER = Path(__file__).resolve().parents[3] / "fixtures" / "logs" / "composer"

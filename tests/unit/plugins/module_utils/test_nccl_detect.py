@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import compare_pod_results, compute_nccl_env, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_env import compare_pod_results, compute_nccl_env, \
     find_nccl_version, render_env_file
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_node_facts
 
 
 def detect(root, **kwargs):

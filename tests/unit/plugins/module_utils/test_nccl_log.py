@@ -18,13 +18,13 @@ import time
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_log import CHECK_NAME, EXIT_FAILED, EXIT_OK, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_log import CHECK_NAME, EXIT_FAILED, EXIT_OK, \
     EXIT_USAGE, check_nccl_transport, format_verdict, main, net_kind, parse_nccl_log
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import STATUSES
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import STATUSES
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 LOGS = os.path.join(REPO, "tests", "fixtures", "nccl-logs")
-TOOL = os.path.join(REPO, "files", "bin", "mlinfra-nccl-log")
+TOOL = [os.path.join(REPO, "files", "bin", "mlinfra"), "nccl-log"]
 
 # One entry per fixture (path relative to LOGS): what parse_nccl_log must
 # find and the check's status in each mode (rdma with GPUDirect required).
@@ -460,13 +460,13 @@ def test_format_verdict_lists_devices():
 def test_command_without_ansible():
     # -S: no site-packages, so neither Ansible nor torch can be imported: the
     # in-pod command must need neither.
-    proc = subprocess.run([sys.executable, "-S", TOOL, "--mode", "rdma", fixture_path("socket-fallback.log")],
+    proc = subprocess.run([sys.executable, "-S", *TOOL, "--mode", "rdma", fixture_path("socket-fallback.log")],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60,
                           check=False)
     assert proc.returncode == EXIT_FAILED and proc.stderr == ""
     assert "via NET/Socket/0" in proc.stdout
     with open(fixture_path("ib-gdrdma-2node.log"), encoding="utf-8") as handle:
-        proc = subprocess.run([sys.executable, "-S", TOOL, "--format", "json"], stdin=handle,
+        proc = subprocess.run([sys.executable, "-S", *TOOL, "--format", "json"], stdin=handle,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60,
                               check=False)
     assert proc.returncode == EXIT_OK and json.loads(proc.stdout)["check"]["status"] == "pass"

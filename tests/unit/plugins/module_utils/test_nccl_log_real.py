@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_log import check_nccl_transport, parse_nccl_log
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_log import check_nccl_transport, parse_nccl_log
 
 from test_nccl_log import info
 

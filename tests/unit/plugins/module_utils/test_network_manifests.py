@@ -1,4 +1,4 @@
-"""The sriov role's objects (plugins/module_utils/network_manifests.py), built
+"""The sriov role's objects (plugins/module_utils/workload/network_manifests.py), built
 from the settings of the real inventories: the objects of each network type,
 and that no value, however hostile, adds a field."""
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.network_manifests import (
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.network_manifests import (
     NetworkManifestError, attachment, network_manifests, node_policy, sriov_network)
 
 from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip

@@ -1,10 +1,10 @@
 """The command verify-rdma.yml runs in each node's probe pod and in each
-training pod (node_cli.check_command): what mlinfra-node-check's own parser
+training pod (node_cli.check_command): what mlinfra node-check's own parser
 reads back from it is the inventory's expectations."""
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import check_command, node_check_parser
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import check_command, node_check_parser
 
 SETTINGS = {"network_mode": "rdma", "gpus": 8, "mtu": 9000, "rdma_devices": 4, "require_gpudirect": True,
             "min_link_rate_gbps": 0, "nccl_ib_tc": None}
@@ -12,7 +12,7 @@ SETTINGS = {"network_mode": "rdma", "gpus": 8, "mtu": 9000, "rdma_devices": 4, "
 
 def parsed(command):
     """What the program reads: sh -c SCRIPT NAME ARGS... gives it ARGS."""
-    assert command[:2] == ["sh", "-c"] and command[3] == "mlinfra-node-check"
+    assert command[:2] == ["sh", "-c"] and command[3] == "mlinfra node-check"
     return node_check_parser().parse_args(command[4:])
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import CHECK_NAMES, POD_CHECK_NAMES, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import CHECK_NAMES, POD_CHECK_NAMES, \
     Expectations, failed, run_checks, summarize
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_node_facts
 
 
 def verdicts(root, **expect):

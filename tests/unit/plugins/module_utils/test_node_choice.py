@@ -2,9 +2,9 @@
 reads when too few can (the cluster role's node check, before anything is
 changed)."""
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_choice import (
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.node_choice import (
     doubtful_placements, too_few_nodes, usable_nodes)
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import node_affinity
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import node_affinity
 
 
 def node(name, verified=None, date=None, cordoned=False):

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import node_facts
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts, gid_ipv4, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node import facts as node_facts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_node_facts, gid_ipv4, \
     parse_rate_gbps, parse_topology
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nodes"))
@@ -122,7 +122,7 @@ def test_an_unknown_kernel_release_is_said_as_unknown_not_as_old(snapshot_copy):
     """A node recorded without osrelease (the kernel named only in
     /proc/version) once failed gpudirect_rdma with "kernel None is older
     than 5.12"."""
-    from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import Expectations, \
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import Expectations, \
         check_gpudirect_rdma
     root = snapshot_copy("no-peermem")
     (root / "proc/driver/nvidia/version").write_text(build_snapshots.OPEN_NVRM)

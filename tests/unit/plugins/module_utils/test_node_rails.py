@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import Expectations, run_checks
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_kubelet, gather_node_facts, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import Expectations, run_checks
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_kubelet, gather_node_facts, \
     NodeReader
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_rails import cpu_placement, distance, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.rails import cpu_placement, distance, \
     pci_chain, rail_table
 
 ROOT = "/sys/devices/pci0000:15/0000:15:01.0"

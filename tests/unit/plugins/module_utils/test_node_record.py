@@ -1,4 +1,4 @@
-"""node_record and mlinfra-node-check --record: a snapshot holds what the node
+"""node_record and mlinfra node-check --record: a snapshot holds what the node
 checks read and nothing else, and the checks give on it what they gave on the
 node. Snapshots were recorded on real GPU hosts (tests/fixtures/nodes/recorded:
 one H100, and two H200s joined by NVLink), with the checks' reports on each
@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import format_report, main_node_check, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import format_report, main_node_check, \
     node_check_report
-from ansible_collections.mlinfra.multinode.plugins.module_utils import port_counters
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_record import record_node
-from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters import read_port_counters
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import port_counters
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import NodeReader
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.record import record_node
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.port_counters import read_port_counters
 
 from conftest import REPO, SNAPSHOTS
 
@@ -127,12 +127,12 @@ def test_the_command_records_into_a_new_directory_only(tmp_path, capsys):
     assert main_node_check(["--root", node, "--record", str(target), "--fail-on", "never"]) == 0
     out, err = capsys.readouterr()
     assert "FAIL  rdma_link" in out
-    assert err.startswith("recorded ") and "check it as this node with: mlinfra-node-check --root %s" % target in err
+    assert err.startswith("recorded ") and "check it as this node with: mlinfra node-check --root %s" % target in err
     with pytest.raises(SystemExit):
         main_node_check(["--root", node, "--record", str(target)])
     assert "is not empty: record into a new directory" in capsys.readouterr().err
     # The command in files/bin, as an operator runs it on a node.
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra-node-check"), "--root", node,
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra"), "node-check", "--root", node,
                            "--record", str(tmp_path / "again"), "--mode", "tcp"], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0 and os.path.isfile(str(tmp_path / "again" / "proc" / "cmdline")), proc.stderr

@@ -1,11 +1,11 @@
-"""module_utils/ownership.py: whose a live object is, what a deploy would
+"""module_utils/cluster/ownership.py: whose a live object is, what a deploy would
 touch (the claims a StatefulSet makes included), and what the user reads
 when deploy.yml refuses. The manifests are the collection's own, rendered
 from the local inventory's settings."""
 
 import pytest
-from ansible_collections.mlinfra.multinode.plugins.module_utils import ownership
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import workload_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import ownership
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import workload_manifests
 from manifest_checks import inventory_settings
 
 SETTINGS = inventory_settings("local")

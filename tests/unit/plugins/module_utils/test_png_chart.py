@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import png_chart as pc
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import png_chart as pc
 
 BLUE = (31, 119, 180)
 

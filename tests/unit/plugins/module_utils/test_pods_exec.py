@@ -3,7 +3,7 @@ holds the wanted state, within its time (with a clock of the test's own);
 an exec is started again when the node could not start it yet, and keeps
 all its output, the part that arrives with the stream's close too."""
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import pods_exec
+from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import pods_exec
 
 
 class Clock:

@@ -2,17 +2,17 @@
 a run, what moved (bytes from the 4-byte data counters, the error and
 congestion counters per GB), and the benchmark verdict's finding and report
 rows when an error counter moved, in a pod's ports or in its node's whole
-ports as the probes read them (mlinfra-node-check --read-counters)."""
+ports as the probes read them (mlinfra node-check --read-counters)."""
 
 import json
 import os
 import subprocess
 import sys
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import NodeReader
-from ansible_collections.mlinfra.multinode.plugins.module_utils.port_counters import counter_findings, port_deltas, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import NodeReader
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.port_counters import counter_findings, port_deltas, \
     read_port_counters
-from ansible_collections.mlinfra.multinode.plugins.module_utils.verdicts import bench_verdict
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.verdicts import bench_verdict
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 PORT = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.2/infiniband/mlx5_6"
@@ -123,9 +123,9 @@ def test_the_benchmark_verdict_names_the_nic_whose_error_counters_moved():
 
 
 def probe_reading(root, pod, node):
-    """What a probe's exec of mlinfra-node-check --read-counters gives
+    """What a probe's exec of mlinfra node-check --read-counters gives
     pods_exec: the command in files/bin, run on the node's root."""
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra-node-check"), "--read-counters",
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "files", "bin", "mlinfra"), "node-check", "--read-counters",
                            "--root", str(root)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return {"pod": pod, "node": node, "rc": 0, "json": json.loads(proc.stdout), "stderr": proc.stderr, "error": None}

@@ -5,9 +5,9 @@ off it, and unknown."""
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_checks import Expectations, run_checks
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
-from ansible_collections.mlinfra.multinode.plugins.module_utils.roce_qos import nccl_priority, parse_mlnx_qos
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.checks import Expectations, run_checks
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_node_facts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.roce_qos import nccl_priority, parse_mlnx_qos
 
 # mlnx_qos -i as the mlnx_qos documentation (MLNX_OFED 4.2) shows it: DSCP
 # trusted, PFC on priorities 0, 2, 6 and 7.
@@ -89,7 +89,7 @@ def test_unknown_or_not_applicable_is_never_a_pass(snapshot):
 
 
 def test_the_command_takes_nccls_traffic_class(snapshot):
-    from ansible_collections.mlinfra.multinode.plugins.module_utils import node_cli
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.node import cli as node_cli
     report = node_cli.node_check_report(root=snapshot("roce-lossless"), nccl_ib_tc=106, checks=["roce_lossless"])
     assert report["checks"][0]["status"] == "pass"
     assert node_cli.traffic_class("106") == 106

@@ -23,7 +23,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import DEFAULT_THRESHOLD, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.throughput import DEFAULT_THRESHOLD, \
     ThroughputError, baseline_document, expand_logs, find_drop, judge_runs, load_baseline, parse_log, \
     render_baseline, robust_reference, summarize_run, throughput_report
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.throughput import parse_log
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.throughput import parse_log
 
 REAL = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "logs", "real")
 

@@ -4,7 +4,7 @@ that failed first, with its signal."""
 
 import os
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import torchrun_log
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import torchrun_log
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "logs", "torchrun")
 

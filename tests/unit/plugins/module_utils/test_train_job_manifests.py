@@ -1,4 +1,4 @@
-"""The Job start modes' objects (plugins/module_utils/train_jobs.py), made
+"""The Job start modes' objects (plugins/module_utils/workload/train_jobs.py), made
 from the StatefulSet that playbooks/render.yml renders for the real
 inventories (oke: host networking and shared storage; moc: a claim per pod),
 and the container's bash script run for real against a stub launcher."""
@@ -12,8 +12,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import train_jobs as tj
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import build_parser as launcher_parser
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload import train_jobs as tj
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.launch_cli import build_parser as launcher_parser
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
@@ -197,8 +197,8 @@ def test_job_command_is_bash_with_the_script_then_the_launch_args_unchanged(oke)
     trainer = container(pod_spec(make(oke, "job")[1]), "trainer")
     command = trainer["command"]
     assert command[:2] == ["/bin/bash", "-c"]
-    assert "mlinfra-train" in command[2] and "JOB_COMPLETION_INDEX" in command[2]
-    assert command[3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert '/files/bin/mlinfra" train start --wait' in command[2] and "JOB_COMPLETION_INDEX" in command[2]
+    assert command[3:] == ["mlinfra train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
 
 
 def test_launch_args_are_strings(oke):
@@ -231,7 +231,7 @@ def test_pytorchjob_mode(oke):
     assert {"name": "REPLICA_INDEX", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.labels['training.kubeflow.org/replica-index']"}}} in pytorch["env"]
     assert "MASTER_ADDR" not in [var["name"] for var in pytorch["env"]]
-    assert pytorch["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert pytorch["command"][3:] == ["mlinfra train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
     # The operator's rendezvous endpoint on the run's port, not its 23456.
     assert pytorch["ports"] == [{"name": "pytorchjob-port", "containerPort": PORT, "protocol": "TCP"}]
     assert elastic["rdzvPort"] == PORT
@@ -258,7 +258,7 @@ def test_volcano_mode(oke):
     assert template["spec"]["restartPolicy"] == "Never"
     trainer = container(template, "trainer")
     assert "readinessProbe" not in trainer
-    assert trainer["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert trainer["command"][3:] == ["mlinfra train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
     assert make(oke, "volcano")[0]["spec"]["queue"] == "default"
 
 
@@ -281,7 +281,7 @@ def test_jobset_mode_is_one_replicated_job_of_indexed_pods_that_fails_on_a_faile
     assert template["metadata"]["labels"][tj.RUN_LABEL] == JOB
     assert template["spec"]["restartPolicy"] == "Never" and "subdomain" not in template["spec"]
     trainer = container(template, "trainer")
-    assert trainer["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert trainer["command"][3:] == ["mlinfra train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
     assert template["spec"]["volumes"] == oke["spec"]["template"]["spec"]["volumes"]
     assert template["spec"]["initContainers"] == oke["spec"]["template"]["spec"]["initContainers"]
 
@@ -319,7 +319,7 @@ def test_trainjob_mode_is_the_deployments_runtime_and_the_runs_trainjob(oke):
     spec = trainjob["spec"]
     assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": app}
     assert spec["trainer"]["numNodes"] == 4 and spec["trainer"]["numProcPerNode"] == 8
-    assert spec["trainer"]["command"][3:] == ["mlinfra-train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
+    assert spec["trainer"]["command"][3:] == ["mlinfra train", RUN_DIR, RUN_ID] + LAUNCH_ARGS
     [patch] = spec["runtimePatches"]
     assert patch["manager"] == "mlinfra.io/train"
     [patched] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
@@ -385,7 +385,7 @@ def test_container_script_runs_the_launcher_with_the_modes_rank_and_addresses(
     plugins.mkdir(parents=True)
     bindir = tmp_path / "opt" / "files" / "bin"
     bindir.mkdir(parents=True)
-    (bindir / "mlinfra-train").write_text(STUB)
+    (bindir / "mlinfra").write_text(STUB)
     workdir = tmp_path / "workspace"
     workdir.mkdir()
     # Nothing else of the pod's environment (no BASH_ENV); python3 from PATH.
@@ -395,7 +395,7 @@ def test_container_script_runs_the_launcher_with_the_modes_rank_and_addresses(
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     run_dir = "%s/%s/%s" % (RUN_DIR, RUN_ID, pod)
-    assert got["argv"] == ["start", "--wait", "--run-dir", run_dir, "--run-id", RUN_ID, "--node-rank", "1",
+    assert got["argv"] == ["train", "start", "--wait", "--run-dir", run_dir, "--run-id", RUN_ID, "--node-rank", "1",
                            "--rdzv-host", rdzv, "--local-addr", local, "--resolve-timeout", "600"] + LAUNCH_ARGS
     assert got["cwd"] == str(workdir)
     # The runs' directory exists (the launcher makes the pod's own).
@@ -407,7 +407,7 @@ def test_container_script_takes_node_rank_0_and_the_resolve_timeout(oke, tmp_pat
     (tmp_path / "plugins").mkdir()
     bindir = tmp_path / "files" / "bin"
     bindir.mkdir(parents=True)
-    (bindir / "mlinfra-train").write_text(STUB)
+    (bindir / "mlinfra").write_text(STUB)
     env = {"PATH": os.environ["PATH"], "MLINFRA_PLUGINS_DIR": str(tmp_path / "plugins"), "POD_NAME": "r0-0-abcde",
            "JOB_COMPLETION_INDEX": "0"}
     proc = subprocess.run(container(pod_spec(job), "trainer")["command"], env=env, cwd=str(tmp_path),
@@ -415,7 +415,7 @@ def test_container_script_takes_node_rank_0_and_the_resolve_timeout(oke, tmp_pat
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["argv"] == [
-        "start", "--wait", "--run-dir", "runs/r0/r0-0-abcde", "--run-id", "r0", "--node-rank", "0",
+        "train", "start", "--wait", "--run-dir", "runs/r0/r0-0-abcde", "--run-id", "r0", "--node-rank", "0",
         "--rdzv-host", "r0-0.r0", "--local-addr", "r0-0.r0", "--resolve-timeout", "45", "--", "x"]
 
 

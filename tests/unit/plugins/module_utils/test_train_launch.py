@@ -1,4 +1,4 @@
-"""mlinfra-train's logic without torch: the torchrun and TorchTitan command
+"""mlinfra train's logic without torch: the torchrun and TorchTitan command
 lines, nccl.env read back, the launches refused before anything starts, and
 status read from a run directory. tests/unit/test_train_launch_gloo.py runs
 real launches."""
@@ -14,10 +14,14 @@ import time
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import train_launch as tl
-from ansible_collections.mlinfra.multinode.plugins.module_utils.nccl_detect import compute_nccl_env, \
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import launch as tl
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import launch_cli
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import run_dir
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import run_status
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train import supervisor
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric.nccl_env import compute_nccl_env, \
     parse_env_file, read_env_file, render_env_file
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_facts import gather_node_facts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.facts import gather_node_facts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 TORCHTITAN_LOG = os.path.join(REPO, "tests", "fixtures", "logs", "torchtitan", "torchtitan-normal-1.log")
@@ -151,7 +155,7 @@ def test_memlock_is_raised_where_permitted_and_reported_either_way():
 # --------------------------------------------------------- refused launches
 
 def run_main(capsys, argv, environ):
-    code = tl.main(argv, environ=environ)
+    code = launch_cli.main(argv, environ=environ)
     out = capsys.readouterr().out
     assert out.count("\n") == 1, out
     return code, json.loads(out)
@@ -167,8 +171,8 @@ def no_dns(monkeypatch):
             return real(host, *args, **kwargs)
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(tl.socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(tl, "_missing_modules", lambda python, modules: [])
+    monkeypatch.setattr(supervisor.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(supervisor, "_missing_modules", lambda python, modules: [])
 
 
 def start_args(run_dir, *more):
@@ -215,7 +219,7 @@ def test_an_unreadable_nccl_env_is_refused(capsys, tmp_path, no_dns):
 
 
 def test_missing_torch_or_torchtitan_is_refused(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(tl.socket, "getaddrinfo", lambda *args, **kwargs: [])
+    monkeypatch.setattr(supervisor.socket, "getaddrinfo", lambda *args, **kwargs: [])
     # This python (the Ansible one) has neither.
     code, result = run_main(capsys, start_args(tmp_path, "--rdzv-host", "127.0.0.1", "--workload", "torchtitan",
                                                "--python", sys.executable), {"POD_NAME": "demo-0"})
@@ -287,7 +291,7 @@ def test_status_reads_torchtitan_metrics_and_the_exit_code(tmp_path):
     shutil.copyfile(TORCHTITAN_LOG, str(log))
     write_launch(tmp_path, log=str(log))
     (tmp_path / "exit_code").write_text("0\n")
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "succeeded" and result["exit_code"] == 0 and result["error"] is None
     assert result["first_loss"] == 8.09509 and result["latest_loss"] == 5.21878
     metrics = result["metrics"]
@@ -297,7 +301,7 @@ def test_status_reads_torchtitan_metrics_and_the_exit_code(tmp_path):
     with open(TORCHTITAN_LOG) as handle:
         assert result["log_tail"] == [line for line in handle.read().splitlines() if line.strip()][-20:]
     (tmp_path / "exit_code").write_text("-9\n")
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "failed" and "killed by signal 9" in result["error"]
 
 
@@ -308,7 +312,7 @@ def test_status_names_the_node_rank_the_rendezvous_gave_and_the_rank_killed_firs
     shutil.copyfile(os.path.join(REPO, "tests", "fixtures", "logs", "torchrun", "sigkill-rank1-node0.log"), str(log))
     write_launch(tmp_path, log=str(log))
     (tmp_path / "exit_code").write_text("1\n")
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "failed" and result["node_rank"] == 0
     assert result["assigned_node_rank"] == 1 and result["global_ranks"] == [1]
     assert result["first_failure"]["signal"] == "SIGKILL"
@@ -318,25 +322,25 @@ def test_status_names_the_node_rank_the_rendezvous_gave_and_the_rank_killed_firs
 
 def test_status_without_exit_code_or_processes_is_failed_and_a_stop_makes_it_stopped(tmp_path):
     write_launch(tmp_path, pid=2 ** 22 + 7)
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "failed" and "none recorded an exit status" in result["error"]
     (tmp_path / "stop_requested").write_text(json.dumps({"requested": 1010.0, "stopped": 1012.5}))
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "stopped" and result["seconds"] == 12.5 and result["error"] is None
 
 
 def test_a_live_process_with_the_token_is_a_running_launch(tmp_path, marked_process):
     process = marked_process("a" * 24)
     write_launch(tmp_path, token="a" * 24, pid=2 ** 22 + 7)
-    result = tl.status(str(tmp_path))
+    result = run_status.status(str(tmp_path))
     assert result["state"] == "running" and result["processes"] == [process.pid]
     # One that has ended but not been reaped (a zombie) is not alive.
     os.kill(process.pid, signal.SIGKILL)
     for attempt in range(100):
-        if tl._stat(process.pid) is None or tl._stat(process.pid)[0] == "Z":
+        if run_dir._stat(process.pid) is None or run_dir._stat(process.pid)[0] == "Z":
             break
         time.sleep(0.05)
-    assert tl.status(str(tmp_path))["state"] == "failed"
+    assert run_status.status(str(tmp_path))["state"] == "failed"
 
 
 def test_wait_returns_when_the_supervisor_exits_not_a_poll_later(tmp_path):
@@ -355,7 +359,7 @@ def test_wait_returns_when_the_supervisor_exits_not_a_poll_later(tmp_path):
         write_launch(tmp_path, token=token, pid=process.pid, log=str(log))
         out = io.StringIO()
         began = time.monotonic()
-        result = tl.wait({"started": True, "run_dir": str(tmp_path)}, out, poll=30.0)
+        result = supervisor.wait({"started": True, "run_dir": str(tmp_path)}, out, poll=30.0)
         assert time.monotonic() - began < 10
         assert result["state"] == "succeeded" and out.getvalue() == "trained\n"
     finally:
@@ -374,7 +378,7 @@ def test_the_supervisor_counts_while_its_environment_is_not_laid_out_yet(tmp_pat
     try:
         assert environment_of(process.pid) == b""
         write_launch(tmp_path, token="c" * 24, pid=process.pid)
-        result = tl.status(str(tmp_path))
+        result = run_status.status(str(tmp_path))
         assert result["state"] == "running" and result["processes"] == [process.pid], result["error"]
     finally:
         os.killpg(process.pid, signal.SIGKILL)
@@ -421,6 +425,6 @@ def test_stop_with_nothing_running_reports_and_signals_nothing(capsys, tmp_path)
 def test_log_tail_reads_the_end_of_a_large_log(tmp_path):
     log = tmp_path / "big.log"
     log.write_text("".join("line %d %s\n" % (number, "x" * 50) for number in range(5000)))
-    tail = tl.log_tail(str(log))
+    tail = run_status.log_tail(str(log))
     assert len(tail) == 20 and tail[0].startswith("line 4980 ") and tail[-1].startswith("line 4999 ")
-    assert tl.log_tail(str(tmp_path / "none.log")) == []
+    assert run_status.log_tail(str(tmp_path / "none.log")) == []

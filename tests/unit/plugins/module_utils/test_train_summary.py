@@ -2,7 +2,7 @@
 operator reads it: the summary of one that succeeded, the cause of one that
 did not."""
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import (failure_line, pod_fates,
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import (failure_line, pod_fates,
                                                                                       summary_line)
 
 RUN = {"metric": "tokens_per_sec_per_device", "unit": "tokens/s per device", "throughput": 13740.0, "mfu": None,
@@ -156,14 +156,14 @@ def test_a_pod_that_gave_no_status_is_named_with_the_exec_s_error_never_an_empty
 
 
 def test_a_stop_that_stopped_runs_names_them_and_what_was_left():
-    from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import stop_line
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import stop_line
     pods = [{"pod": "p-0", "json": {"stopped": True, "run_id": "r1", "state": "stopped", "left": []}},
             {"pod": "p-1", "json": {"stopped": True, "run_id": "r1", "state": "stopped", "left": [41, 42]}}]
     assert stop_line(pods) == "stopped the run in p-0 (run r1), p-1 (run r1; left running: 41, 42)"
 
 
 def test_a_stop_with_nothing_going_says_so_pod_by_pod():
-    from ansible_collections.mlinfra.multinode.plugins.module_utils.train_summary import stop_line
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary import stop_line
     pods = [{"pod": "p-0", "json": {"stopped": False, "run_id": "r1", "state": "succeeded"}},
             {"pod": "p-1", "json": {"state": "not-started"}},
             {"pod": "p-2", "json": None, "error": "exec failed"}]

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.mlinfra.multinode.plugins.module_utils import throughput_logs
-from ansible_collections.mlinfra.multinode.plugins.module_utils.train_launch import text_metrics
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import throughput_logs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.train.run_status import text_metrics
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 TORCHTITAN_LOG = os.path.join(REPO, "tests", "fixtures", "logs", "torchtitan", "torchtitan-normal-1.log")

@@ -8,9 +8,11 @@ import os
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.filter.verdicts import FilterModule
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
-from ansible_collections.mlinfra.multinode.plugins.module_utils import nccl_log, verdicts as v
-from ansible_collections.mlinfra.multinode.plugins.module_utils.node_cli import node_check_report
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_pairs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import nccl_log
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import verdicts as v
+from ansible_collections.mlinfra.multinode.plugins.module_utils.node.cli import node_check_report
 from conftest import REPO
 
 from ansible.errors import AnsibleFilterError
@@ -160,7 +162,7 @@ def test_slow_and_unmeasured_pairs_are_told_apart_by_their_check():
     pairs = [dict(figures, nodes=["a", "b"], status="measured", busbw_gbps=45.0, wrong=0),
              dict(figures, nodes=["a", "c"], status="measured", busbw_gbps=10.0, wrong=0),
              dict(figures, nodes=["b", "c"], status="not-measured", busbw_gbps=None, wrong=None, note="timeout")]
-    cb.analyze_pairs(pairs)
+    bench_pairs.analyze_pairs(pairs)
     document = cb.finish_document({"mode": "pairwise", "dtype": "bfloat16", "ops": {}, "pairs": pairs})
     result = v.bench_verdict([bench_pod("j-0", 0, exit_code=1, document=document)], pairwise=True)
     assert [(c["name"], c["message"].split(":")[0]) for c in result["checks"]] == [

@@ -1,4 +1,4 @@
-"""The statefulset role's objects (plugins/module_utils/workload_manifests.py),
+"""The statefulset role's objects (plugins/module_utils/workload/statefulset_manifests.py),
 built from the settings of the real inventories: what each setting changes,
 and that no value, however hostile, adds a field (it once did, when the
 objects were YAML text from a template)."""
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.inventory_settings import Refused
-from ansible_collections.mlinfra.multinode.plugins.module_utils.probe_manifests import probe_manifests
-from ansible_collections.mlinfra.multinode.plugins.module_utils.workload_manifests import (
-    deployment_refs, unchangeable_settings, workload_manifests)
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.probe_manifests import probe_manifests
+from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.statefulset_manifests import (
+    FORMER_CODE_CONFIG_MAPS, deployment_refs, unchangeable_settings, workload_manifests)
 
 from manifest_checks import HOSTILE, inventory_settings, key_paths, paths_holding, round_trip
 
@@ -192,6 +192,9 @@ def test_teardown_names_every_object_any_settings_make(inventory):
                     if obj["kind"] != "Pod"))
     # The namespace stays (teardown never deletes it).
     every.discard(("Namespace", inventory_settings(inventory)["cluster_namespace"], None))
+    # And the code ConfigMaps of a deployment made before they were named for what they hold.
+    every.update(("ConfigMap", "%s-%s" % (settings["cluster_app_name"], former), settings["cluster_namespace"])
+                 for former in FORMER_CODE_CONFIG_MAPS)
     refs = deployment_refs(inventory_settings(inventory))
     assert set(named(refs)) == every
     # Bindings go before what they bind.

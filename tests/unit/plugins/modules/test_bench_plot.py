@@ -15,10 +15,11 @@ import pytest
 
 from ansible_cli import BIN, REPO, ansible_env, run_module
 from module_call import call_module
-from ansible_collections.mlinfra.multinode.plugins.module_utils import bench_plot as bp
-from ansible_collections.mlinfra.multinode.plugins.module_utils import collective_bench as cb
-from ansible_collections.mlinfra.multinode.plugins.module_utils import png_chart as pc
-from ansible_collections.mlinfra.multinode.plugins.module_utils import verdicts
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import bench_plot as bp
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import collective_bench as cb
+from ansible_collections.mlinfra.multinode.plugins.module_utils.fabric import bench_pairs
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import png_chart as pc
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report import verdicts
 
 SIZES = cb.size_range(cb.parse_size("1M"), cb.parse_size("8G"))  # 14 sizes
 
@@ -166,7 +167,7 @@ def pairwise(busbws):
               "size": 2 ** 28, "count": 2 ** 27, "time_us": 1.0, "algbw_gbps": busbw, "busbw_gbps": busbw,
               "wrong": 0, "status": "measured" if busbw is not None else "not-measured"}
              for number, busbw in enumerate(busbws)]
-    analysis = cb.analyze_pairs(pairs)
+    analysis = bench_pairs.analyze_pairs(pairs)
     document = dict(sweep(), mode="pairwise", ops={}, pairs=pairs, pair_analysis=analysis,
                     nodes=[{"name": name, "ranks": [index]} for index, name in enumerate(nodes)])
     return cb.finish_document(document)

@@ -1,5 +1,5 @@
 """throughput_report run by Ansible itself on this machine, and the same code
-as the mlinfra-throughput-report command without Ansible.
+as the mlinfra throughput-report command without Ansible.
 
 The Composer and DeepSpeed logs are real runs' (tests/fixtures/logs/README.md);
 the TorchTitan ones are written from the format.
@@ -131,7 +131,7 @@ def test_errors_name_the_path_and_the_fix_and_write_nothing(tmp_path):
 def command(*args):
     # -S: no site-packages, so Ansible cannot be imported; the command must
     # not need it.
-    return subprocess.run([sys.executable, "-S", os.path.join(REPO, "files", "bin", "mlinfra-throughput-report")]
+    return subprocess.run([sys.executable, "-S", os.path.join(REPO, "files", "bin", "mlinfra"), "throughput-report"]
                           + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                           timeout=60, check=False)
 
@@ -160,7 +160,7 @@ def test_command_without_ansible(tmp_path):
     assert judged.returncode == 1 and "DEGRADED" in judged.stdout
     broken = command(str(tmp_path / "nothing-*.log"))
     assert broken.returncode == 2 and broken.stdout == ""
-    assert broken.stderr == "mlinfra-throughput-report: %s matches no file: check the pattern\n" % (
+    assert broken.stderr == "mlinfra throughput-report: %s matches no file: check the pattern\n" % (
         tmp_path / "nothing-*.log")
 
 
