@@ -104,7 +104,7 @@ PLUGINS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 # the plugins directory, so that nothing of it is added to the workload's
 # environment.
 SUPERVISOR_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); "
-                    "from module_utils.train.supervisor import supervise; sys.exit(supervise(sys.argv[2], sys.argv[3]))")
+                   "from module_utils.train.supervisor import supervise; sys.exit(supervise(sys.argv[2], sys.argv[3]))")
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)+$")
 

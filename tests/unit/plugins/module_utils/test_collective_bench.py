@@ -318,8 +318,9 @@ def test_rows_are_laid_out_like_nccl_tests():
         text = "%12d  %12d  %8s  %6s  %6d" % (int(fields[0]), int(fields[1]), "bfloat16", "sum", -1)
         for first in (5, 9):
             text += bench_table.format_group({"status": "measured", "time_us": float(fields[first]),
-                                     "algbw_gbps": float(fields[first + 1]), "busbw_gbps": float(fields[first + 2]),
-                                     "wrong": int(fields[first + 3])})
+                                              "algbw_gbps": float(fields[first + 1]),
+                                              "busbw_gbps": float(fields[first + 2]),
+                                              "wrong": int(fields[first + 3])})
         assert text == line
     # torch's all_reduce is in-place: the out-of-place group reads N/A.
     row = cb.measured_row("all_reduce", cb.layout("all_reduce", 1048576, 2, "bfloat16"), 2, 15.67e-6, 0)
@@ -481,7 +482,7 @@ def test_when_most_pairs_are_slow_only_the_threshold_finds_them():
     analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names))
     assert analysis["slow_pairs"] == [] and analysis["median_busbw_gbps"] == 20.0
     analysis = bench_pairs.analyze_pairs(_pairs(lambda first, second: 20.0 if "c" in (first, second) else 45.0, names),
-                                min_busbw=40.0)
+                                         min_busbw=40.0)
     assert analysis["suspect_nodes"] == ["c"]
 
 
