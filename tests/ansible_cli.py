@@ -135,6 +135,10 @@ class PlaybookRun:
                     found.append(task["hosts"]["localhost"])
         return found
 
+    def task_paths(self):
+        """Where each task that ran is written (file:line), in their order."""
+        return [task["task"].get("path", "") for play in self.document["plays"] for task in play["tasks"]]
+
     def tasks_run(self):
         """The names of the tasks that ran (not skipped), in their order,
         without their role's name ("verify : ")."""
@@ -168,8 +172,11 @@ class PlaybookRun:
         return messages
 
 
-def playbook_command(playbook, inventory, extra_vars=None, check=False, tags=None):
-    cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(REPO, "playbooks", playbook),
+def playbook_command(playbook, inventory, extra_vars=None, check=False, tags=None, collection=REPO):
+    """``collection``: the copy of the collection whose playbook runs (an
+    installed tarball's, collection_tarball.py); the inventory is this
+    checkout's either way."""
+    cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(collection, "playbooks", playbook),
            "-i", os.path.join(REPO, "inventories", inventory)]
     if inventory == "local" and LOCAL_PORTS:
         extra_vars = dict(LOCAL_PORTS, **(extra_vars or {}))
@@ -182,10 +189,15 @@ def playbook_command(playbook, inventory, extra_vars=None, check=False, tags=Non
     return cmd
 
 
-def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900):
-    cmd = playbook_command(playbook, inventory, extra_vars, check, tags)
+def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None, timeout=900, installed=None):
+    """``installed``: run the playbook of an installed tarball
+    (collection_tarball.install_tarball's result) with its settings."""
+    cmd = playbook_command(playbook, inventory, extra_vars, check, tags,
+                           collection=installed["root"] if installed else REPO)
+    env = ansible_env(ANSIBLE_CONFIG=installed["config"]) if installed else ansible_env()
     with _timed(playbook):
-        proc = subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.run(cmd, cwd=installed["directory"] if installed else REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, check=False)
     return PlaybookRun(proc.returncode, _json_document(proc.stdout, proc.stderr), proc.stderr, proc.stdout)
 
@@ -245,11 +257,12 @@ def assert_ends_as_documented(command, run):
         command.text, last, command.ends_with)
 
 
-def run_doc_command(text, inventory="local", inventory_values=None, timeout=900, **chosen):
+def run_doc_command(text, inventory="local", inventory_values=None, timeout=900, installed=None, **chosen):
     """Runs a command of the documents as written (doc_command_run) and
-    checks its last line against the one the document shows; its PlaybookRun."""
+    checks its last line against the one the document shows; its PlaybookRun.
+    ``installed``: as run_playbook's."""
     command, arguments = doc_command_run(text, inventory, inventory_values, **chosen)
-    run = run_playbook(timeout=timeout, **arguments)
+    run = run_playbook(timeout=timeout, installed=installed, **arguments)
     assert_ends_as_documented(command, run)
     return run
 

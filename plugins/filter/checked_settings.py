@@ -114,10 +114,11 @@ def _defined(node, found):
 
 @functools.lru_cache(maxsize=1)
 def collection_names(root=_ROOT):
-    """{"known", "offered", "required"}: read from the collection's own
-    roles and playbooks (argument specs, defaults, vars, the names tasks
-    define), so a new variable is known where it is defined."""
-    offered, known, required = set(SETTINGS), set(SETTINGS), []
+    """{"known", "offered", "required", "defaults"}: read from the
+    collection's own roles and playbooks (argument specs, defaults, vars, the
+    names tasks define), so a new variable is known where it is defined;
+    "defaults": the roles' literal defaults of the settings."""
+    offered, known, required, defaults = set(SETTINGS), set(SETTINGS), [], {}
     for path in sorted(glob.glob(os.path.join(root, "roles", "*", "meta", "argument_specs.yml"))):
         role = path.split(os.sep)[-3]
         for entry, spec in (_load(path).get("argument_specs") or {}).items():
@@ -125,14 +126,19 @@ def collection_names(root=_ROOT):
             offered.update(options)
             if (role, entry) == ("cluster", "main"):
                 required = sorted(name for name, option in options.items() if option.get("required"))
-    for path in glob.glob(os.path.join(root, "roles", "*", "defaults", "main.yml")):
-        offered.update(_load(path))
+    for path in sorted(glob.glob(os.path.join(root, "roles", "*", "defaults", "main.yml"))):
+        role_defaults = _load(path)
+        offered.update(role_defaults)
+        # A default Jinja computes (a path below playbook_dir) is the role's to give.
+        defaults.update((name, value) for name, value in role_defaults.items()
+                        if name in SETTINGS and "{{" not in repr(value))
     for path in glob.glob(os.path.join(root, "roles", "*", "vars", "main.yml")):
         known.update(_load(path))
     for path in (glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml"))
                  + glob.glob(os.path.join(root, "playbooks", "*.yml"))):
         _defined(_load(path), known)
-    return {"known": frozenset(known | offered), "offered": frozenset(offered), "required": tuple(required)}
+    return {"known": frozenset(known | offered), "offered": frozenset(offered), "required": tuple(required),
+            "defaults": defaults}
 
 
 # Read when the filter is loaded: the playbook's controller loads every

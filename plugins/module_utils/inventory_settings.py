@@ -24,6 +24,7 @@ import re
 
 from .workload.image_reference import parse_image_reference
 from .fabric.nccl_env import OVERRIDE_MAX_LENGTH, override_error
+from .common.errors import MlinfraError
 
 __metaclass__ = type
 
@@ -58,7 +59,7 @@ PORT_RANGE = (1024, 65535)
 SOAK_RUNS_MAX = 1000
 
 
-class Refused(ValueError):
+class Refused(MlinfraError, ValueError):
     """One variable's value cannot be used: why, and the fix."""
 
     def __init__(self, problem, fix):
@@ -625,7 +626,11 @@ def _name_errors(values, variables, names, collection, given):
 def check_settings(variables, names=None, collection=None, given=()):
     """{"values": converted values by name, "errors": [{variable, value,
     problem, fix, message}]} for the known variables among ``variables``
-    (a mapping of name to value as Ansible sees it).
+    (a mapping of name to value as Ansible sees it), and for the settings
+    it lacks that a role gives a literal default (``collection["defaults"]``):
+    a role's defaults are seen only inside it, so the playbook's first check
+    would otherwise not know them. The values then hold every setting as the
+    roles will see it, converted once, for them to use.
 
     With ``collection`` ({"known", "offered", "required"}: the names the
     roles and playbooks define, those a user sets, and those that must be
@@ -634,6 +639,8 @@ def check_settings(variables, names=None, collection=None, given=()):
     variables is refused with the nearest one, and a required one that is
     missing is named. ``given``: the names given with -e."""
     values, errors = {}, []
+    defaults = (collection or {}).get("defaults") or {}
+    variables = dict(defaults, **variables)
     for name in sorted(SETTINGS):
         if name not in variables:
             continue

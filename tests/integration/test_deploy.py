@@ -6,12 +6,14 @@ import contextlib
 import datetime
 import getpass
 import json
+import os
 import socket
 import time
 import uuid
 
 import pytest
 from ansible_cli import playbook_in_background, remove_namespace, run_doc_command, run_playbook
+from collection_tarball import install_tarball
 from kubernetes import client, dynamic
 
 pytestmark = pytest.mark.integration
@@ -94,10 +96,15 @@ def wait_gone(api_client, namespace, timeout=60):
     return pods(api_client, namespace)
 
 
-def test_check_mode_on_a_fresh_namespace_creates_nothing(api_client, deploy_ns):
+def test_check_mode_on_a_fresh_namespace_creates_nothing(api_client, deploy_ns, tmp_path):
+    # As a user runs it: the playbook of the collection installed from its
+    # tarball, nothing of this checkout but the inventory.
+    installed = install_tarball(tmp_path)
     run = run_doc_command("ansible-playbook playbooks/deploy.yml -i inventories/<cluster> --check",
-                          inventory_values={"cluster_namespace": deploy_ns})
+                          inventory_values={"cluster_namespace": deploy_ns}, installed=installed)
     assert not run.failed, run.failure_messages() or run.stderr
+    paths = [path for path in run.task_paths() if path]
+    assert paths and all(path.startswith(installed["root"] + os.sep) for path in paths), paths[:5]
     assert run.changed > 0  # it says what it would do ...
     assert not namespace_exists(api_client, deploy_ns)  # ... and does none of it
 

@@ -250,9 +250,9 @@ def test_exec_runs_in_the_environment_of_the_pods_node(api_client, namespace, tr
         name = pod.metadata.name
         out, err, status = exec_in(api_client, name, namespace, [
             "sh", "-c", 'printf "%s\\n" "$MLINFRA_NODE_NAME" "$MLINFRA_HOST_ROOT" "$PWD" "$RUN_ID" "$POD_NAME" '
-                        '"$(command -v nvidia-smi)" "$(command -v mlinfra node-check)"'])
+                        '"$(command -v nvidia-smi)" "$(command -v mlinfra)"'])
         assert status == {"metadata": {}, "status": "Success"}, (out, err)
-        node, host_root, pwd, run_id, pod_name, nvidia_smi, node_check = out.splitlines()
+        node, host_root, pwd, run_id, pod_name, nvidia_smi, program = out.splitlines()
         snapshot = root / "tests" / "fixtures" / "nodes" / GPU_NODES[pod.spec.node_name]
         assert node == pod.spec.node_name
         assert host_root == str(snapshot)
@@ -260,7 +260,7 @@ def test_exec_runs_in_the_environment_of_the_pods_node(api_client, namespace, tr
         # The container's own env (literal and downward API) is there too.
         assert (run_id, pod_name) == ("it-42", name)
         assert nvidia_smi == str(snapshot / "usr" / "bin" / "nvidia-smi")
-        assert node_check == str(root / "files" / "bin" / "mlinfra node-check")
+        assert program == str(root / "files" / "bin" / "mlinfra")
 
 
 def test_exec_of_a_bare_command_uses_the_nodes_path(api_client, namespace, trainer):

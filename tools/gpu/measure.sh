@@ -6,6 +6,13 @@
 #       tcp mode, and mlinfra autodetect, on this host; raw nvidia-smi and
 #       sysfs listings beside them for comparison.
 #
+#   tools/gpu/measure.sh program OUTDIR
+#       every subcommand of the pods' one program (files/bin/mlinfra) that
+#       the GPUs answer, on this host from the shipped files alone (the
+#       layout the pods' ConfigMaps give, MLINFRA_PLUGINS_DIR pointing at
+#       it): node-report, pod-bench and one train-launcher run, each into
+#       its own directory of OUTDIR, and a line per part in summary.txt.
+#
 #   tools/gpu/measure.sh record-node OUTDIR
 #       mlinfra node-check --record: the snapshot of this host that the node
 #       checks read (OUTDIR/snapshot), and the checks' reports on the host
@@ -94,7 +101,9 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# MEASURE_ROOT: another tree holding the collection's files/ and plugins/
+# (program: the shipped files alone).
+ROOT="${MEASURE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 what="${1:?usage: measure.sh node-report|pod-bench|train-launcher|bench-compare|torchtitan OUTDIR ...}"
 out="${2:?usage: measure.sh $what OUTDIR}"
 mkdir -p "$out"
@@ -212,7 +221,7 @@ train_launcher() {
   done
   PYTHONPATH="$ROOT/plugins" "$PY" - "$out" "$runs" <<'PY' | tee -a "$out/summary.txt"
 import re, sys
-from module_utils import throughput
+from module_utils.report import throughput
 out, runs = sys.argv[1], int(sys.argv[2])
 means = {}
 walls = {"launcher": [], "torchrun": []}
@@ -393,8 +402,8 @@ launch_compare() {
   PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" <<'PY' | tee "$out/summary.txt"
 import json, sys
 from bench_summary import bench_rows as bench, nccl_tests_rows as nccl_tests
-from module_utils import collective_bench as cb
-from module_utils.report.throughput import median
+from module_utils.fabric import collective_bench as cb
+from module_utils.common.stats import median
 out = sys.argv[1]
 kinds = (("nccltests", nccl_tests), ("nccltests_graph", nccl_tests), ("graph", bench), ("graph_noregister", bench),
          ("eager", bench), ("auto", bench))
@@ -501,8 +510,8 @@ two_nodes() {
   PYTHONPATH="$ROOT/plugins:$ROOT/tools/gpu" "$PY" - "$out" <<'PY' | tee -a "$out/summary.txt"
 import json, os, sys
 from bench_summary import nccl_tests_rows
-from module_utils import collective_bench as cb
-from module_utils import throughput
+from module_utils.fabric import collective_bench as cb
+from module_utils.report import throughput
 out = sys.argv[1]
 sweep = {}
 for mode in ("sweep", "pairwise"):
@@ -538,7 +547,43 @@ if runs["launcher"]["throughput"] and runs["torchrun"]["throughput"]:
 PY
 }
 
+# The shipped files alone, as the pods' volumes lay them out
+# (pod_runtime.volume_items), then the three measurements through them.
+program() {
+  local shipped="$out/shipped" part
+  "$PY" - "$ROOT" "$shipped" <<'PY' || return 1
+import os, shutil, sys
+root, shipped = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "plugins"))
+from module_utils.pod_runtime import PROGRAMS, RUNTIME, TRAIN_ASSETS, runtime_files, volume_items
+files = runtime_files(root)
+for item in volume_items(files[RUNTIME]):
+    target = os.path.join(shipped, "plugins", "module_utils", item["path"])
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy(files[RUNTIME][item["key"]], target)
+for key, directory in ((PROGRAMS, "files/bin"), (TRAIN_ASSETS, "files/train")):
+    os.makedirs(os.path.join(shipped, directory), exist_ok=True)
+    for name, path in files[key].items():
+        shutil.copy(path, os.path.join(shipped, directory, name))
+os.chmod(os.path.join(shipped, "files", "bin", "mlinfra"), 0o755)
+print("shipped %d module_utils files" % len(files[RUNTIME]))
+PY
+  : > "$out/summary.txt"
+  for part in node-report pod-bench train-launcher; do
+    local started=$SECONDS rc
+    MEASURE_ROOT="$shipped" MLINFRA_PLUGINS_DIR="$shipped/plugins" bash "$ROOT/tools/gpu/measure.sh" "$part" "$out/$part" \
+      $([[ $part == train-launcher ]] && echo 1) > "$out/$part.log" 2>&1
+    rc=$?
+    # The part's own lines on how each program ended (a part goes on
+    # after a program fails, so its exit status alone does not say).
+    { echo "$part: exit $rc in $((SECONDS - started)) s"
+      grep -E "exit status|^exit_code|^transport|^launcher run|^torchrun run|tokens/s" "$out/$part.log" | sed 's/^/  /'
+    } | tee -a "$out/summary.txt"
+  done
+}
+
 case "$what" in
+  program) program ;;
   node-report) node_report ;;
   record-node) record_node ;;
   pod-bench) pod_bench ;;

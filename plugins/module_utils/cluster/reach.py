@@ -25,6 +25,8 @@ import socket
 import ssl
 import time
 
+from ..common.errors import MlinfraError
+
 try:
     import urllib3
     from kubernetes import client as k8s_client
@@ -35,7 +37,7 @@ except ImportError:  # reported by AnsibleK8SModule, which needs the library too
     HAS_KUBERNETES = False
 
 
-class ReachError(Exception):
+class ReachError(MlinfraError):
     """The API could not be reached; the message says why and what to do."""
 
 

@@ -40,7 +40,9 @@ import json
 import re
 import sys
 
-from ..node.checks import FAIL, MODES, PASS, SKIP, WARN
+from ..common.status import FAIL, PASS, SKIP, WARN, check_result
+from ..node.checks import MODES
+from ..common.errors import MlinfraError
 
 __metaclass__ = type
 
@@ -176,7 +178,7 @@ ERROR_FIX = (
     "too little locked memory for the queue pairs (ibv_create_qp, ibv_reg_mr: the IPC_LOCK capability, ulimit -l).")
 
 
-class NcclLogError(Exception):
+class NcclLogError(MlinfraError):
     """A log that cannot be read; the message says which and why."""
 
 
@@ -597,8 +599,7 @@ def _count(items, noun, plural=None):
 
 
 def _result(status, message, remediation=None, data=None):
-    return {"name": CHECK_NAME, "status": status, "message": message, "remediation": remediation or "",
-            "data": data if data is not None else {}}
+    return check_result(CHECK_NAME, status, message, remediation, data)
 
 
 def check_data(parsed):

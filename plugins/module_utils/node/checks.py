@@ -17,10 +17,10 @@ from __future__ import absolute_import, division, print_function
 from .facts import roce_v2_ipv4_gids
 from .rails import NEAR, cpu_placement, pod_rail_table, rail_table
 from ..fabric.roce_qos import nccl_priority
+from ..common.status import FAIL, PASS, SKIP, WARN, check_result
 
 __metaclass__ = type
 
-PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 STATUSES = (PASS, WARN, FAIL, SKIP)
 MODES = ("rdma", "tcp")
 
@@ -81,18 +81,8 @@ class Expectations:
         return FAIL if self.rdma else WARN
 
 
-def _result(name, status, message, remediation=None, data=None):
-    return {"name": name, "status": status, "message": message,
-            "remediation": remediation or "", "data": data if data is not None else {}, "not_applicable": False}
-
-
 def _not_applicable(name, message, data=None):
-    """A skip because the check has nothing to look at by design (tcp mode,
-    InfiniBand ports for a RoCE check), told apart from a skip because what
-    it needed could not be read: only the latter is left unchecked."""
-    result = _result(name, SKIP, message, data=data)
-    result["not_applicable"] = True
-    return result
+    return check_result(name, SKIP, message, data=data, not_applicable=True)
 
 
 def _rdma_ports(facts):
@@ -111,22 +101,22 @@ def check_iommu_passthrough(facts, expect):
     if iommu["groups"] == 0:
         # No IOMMU at all: DMA is untranslated, which is what passthrough
         # gives GPUDirect. (Only vfio-pci virtual functions would need one.)
-        return _result("iommu_passthrough", PASS,
+        return check_result("iommu_passthrough", PASS,
                        "IOMMU off (no IOMMU groups): DMA is not translated", data=data)
     if translating:
-        return _result("iommu_passthrough", expect.severity(),
+        return check_result("iommu_passthrough", expect.severity(),
                        "IOMMU translates DMA (group types %s%s): GPUDirect RDMA peer-to-peer traffic is remapped "
                        "or blocked" % (", ".join("%s x%d" % item for item in sorted(translating.items())),
                                        "" if passthrough_arg else "; no iommu=pt on the kernel command line"),
                        fix, data)
     if iommu["group_types"]:
-        return _result("iommu_passthrough", PASS,
+        return check_result("iommu_passthrough", PASS,
                        "IOMMU in passthrough mode (%d groups, all identity)" % iommu["groups"], data=data)
     # Older kernels have no group type file: fall back to the command line.
     if passthrough_arg:
-        return _result("iommu_passthrough", PASS,
+        return check_result("iommu_passthrough", PASS,
                        "iommu=pt on the kernel command line (%d IOMMU groups)" % iommu["groups"], data=data)
-    return _result("iommu_passthrough", expect.severity(),
+    return check_result("iommu_passthrough", expect.severity(),
                    "IOMMU on (%d groups) without iommu=pt on the kernel command line" % iommu["groups"], fix, data)
 
 
@@ -141,16 +131,16 @@ def check_mlx5_driver(facts, expect):
         source += ", %s" % facts["ofed_version"]
     missing = [name for name, mod in (("mlx5_core", core), ("mlx5_ib", ib)) if not mod["loaded"]]
     if not missing:
-        return _result("mlx5_driver", PASS, "mlx5_core and mlx5_ib loaded (%s)" % source.strip(), data=data)
+        return check_result("mlx5_driver", PASS, "mlx5_core and mlx5_ib loaded (%s)" % source.strip(), data=data)
     if not facts["modules"]["proc_modules_readable"] and not any(m["loaded"] for m in (core, ib)):
-        return _result("mlx5_driver", SKIP if not expect.rdma else FAIL,
+        return check_result("mlx5_driver", SKIP if not expect.rdma else FAIL,
                        "cannot tell: /proc/modules is not readable and /sys/module shows no mlx5 module",
                        "Run the check with the host's /proc and /sys mounted (root option).", data)
     fix = ("Load the driver (modprobe -a %s) or install the NVIDIA network operator / DOCA-OFED driver "
            "container on the node." % " ".join(missing))
     if not expect.rdma:
-        return _result("mlx5_driver", PASS, "%s not loaded; not needed in tcp mode" % ", ".join(missing), data=data)
-    return _result("mlx5_driver", FAIL, "%s not loaded" % ", ".join(missing), fix, data)
+        return check_result("mlx5_driver", PASS, "%s not loaded; not needed in tcp mode" % ", ".join(missing), data=data)
+    return check_result("mlx5_driver", FAIL, "%s not loaded" % ", ".join(missing), fix, data)
 
 
 def check_gpudirect_rdma(facts, expect):
@@ -159,18 +149,18 @@ def check_gpudirect_rdma(facts, expect):
     if not expect.rdma:
         return _not_applicable("gpudirect_rdma", "not used in tcp mode", data=data)
     if peermem:
-        return _result("gpudirect_rdma", PASS, "%s loaded" % peermem[0], data=data)
+        return check_result("gpudirect_rdma", PASS, "%s loaded" % peermem[0], data=data)
     if dmabuf:
-        return _result("gpudirect_rdma", PASS, "DMA-BUF capable (%s); no peermem module needed" % dmabuf_reason,
+        return check_result("gpudirect_rdma", PASS, "DMA-BUF capable (%s); no peermem module needed" % dmabuf_reason,
                        data=data)
     if dmabuf is None:
         # Not measured is never a pass, nor a fail on a guess.
-        return _result("gpudirect_rdma", WARN,
+        return check_result("gpudirect_rdma", WARN,
                        "GPUDirect RDMA unknown: nvidia_peermem is not loaded and %s" % dmabuf_reason,
                        "Check the node's kernel release (uname -r: DMA-BUF needs 5.12 or later with NVIDIA's open "
                        "kernel modules), or load nvidia_peermem (GPU operator: driver.rdma.enabled=true).", data)
     status = FAIL if expect.require_gpudirect else WARN
-    return _result("gpudirect_rdma", status,
+    return check_result("gpudirect_rdma", status,
                    "no GPUDirect RDMA: nvidia_peermem is not loaded and DMA-BUF is not available (%s)" % dmabuf_reason,
                    "Load nvidia_peermem (GPU operator: driver.rdma.enabled=true in the ClusterPolicy), or move to "
                    "NVIDIA's open kernel modules (driver.useOpenKernelModules=true) for DMA-BUF.", data)
@@ -184,21 +174,21 @@ def check_rdma_devices(facts, expect):
                                                 d["numa_node"]) for d in devices)
     if not expect.rdma:
         if devices:
-            return _result("rdma_devices", PASS, "%d RDMA device(s), not used in tcp mode: %s" % (len(devices), names),
+            return check_result("rdma_devices", PASS, "%d RDMA device(s), not used in tcp mode: %s" % (len(devices), names),
                            data=data)
         return _not_applicable("rdma_devices", "no RDMA devices; not needed in tcp mode", data=data)
     wanted = expect.rdma_devices if expect.rdma_devices is not None else 1
     if not devices:
         mlx5 = facts["modules"]["modules"]["mlx5_core"]["loaded"]
-        return _result("rdma_devices", FAIL,
+        return check_result("rdma_devices", FAIL,
                        "no RDMA devices under /sys/class/infiniband%s" %
                        (" although mlx5_core is loaded" if mlx5 else ""),
                        "Check that the SR-IOV policy created virtual functions with isRdma: true and that the "
                        "pod requests the RDMA resources; on the node, that mlx5_ib is loaded.", data)
     if len(devices) < wanted:
-        return _result("rdma_devices", FAIL, "%d RDMA device(s), expected %d: %s" % (len(devices), wanted, names),
+        return check_result("rdma_devices", FAIL, "%d RDMA device(s), expected %d: %s" % (len(devices), wanted, names),
                        "Check the SR-IOV policy's numVfs and the pod's RDMA resource requests.", data)
-    return _result("rdma_devices", PASS, "%d RDMA device(s): %s" % (len(devices), names), data=data)
+    return check_result("rdma_devices", PASS, "%d RDMA device(s): %s" % (len(devices), names), data=data)
 
 
 def check_rdma_link(facts, expect):
@@ -217,15 +207,15 @@ def check_rdma_link(facts, expect):
                 if port["state"] == "ACTIVE" and (port["rate_gbps"] or 0) < expect.min_link_rate_gbps]
     layers = sorted(set(port["link_layer"] or "unknown" for dev, port in ports))
     if down:
-        return _result("rdma_link", expect.severity(), "port(s) not active: %s" % "; ".join(down),
+        return check_result("rdma_link", expect.severity(), "port(s) not active: %s" % "; ".join(down),
                        "Check the cable and switch port of each NIC named (ibstat / ethtool on the node), and the "
                        "subnet manager on InfiniBand fabrics.", data)
     if slow:
-        return _result("rdma_link", expect.severity(),
+        return check_result("rdma_link", expect.severity(),
                        "port(s) below %s Gb/s: %s" % (expect.min_link_rate_gbps, "; ".join(slow)),
                        "A link trained at a lower rate: reseat or replace the cable, check the switch port speed.", data)
     rates = sorted(set(port["rate"] for dev, port in ports if port["rate"]))
-    return _result("rdma_link", PASS, "%d port(s) active, %s, %s" % (len(ports), "/".join(layers), ", ".join(rates)),
+    return check_result("rdma_link", PASS, "%d port(s) active, %s, %s" % (len(ports), "/".join(layers), ", ".join(rates)),
                    data=data)
 
 
@@ -245,29 +235,29 @@ def check_roce_gid(facts, expect):
     indices = sorted(set(entry["index"] for entry in per_device))
     data = {"per_device": per_device, "indices": indices, "consistent": len(indices) == 1}
     if missing:
-        return _result("roce_gid", expect.severity(),
+        return check_result("roce_gid", expect.severity(),
                        "no RoCE v2 GID with an IPv4 address on %s" % ", ".join(missing),
                        "Give each RDMA netdev an IPv4 address (the SR-IOV network's IPAM) and keep RoCE v2 enabled "
                        "(cma_roce_mode); the GID table fills in when the address is set.", data)
     summary = ", ".join("%s(%s)=%d" % (e["device"], e["netdev"], e["index"]) for e in per_device)
     if len(indices) > 1:
-        return _result("roce_gid", PASS,
+        return check_result("roce_gid", PASS,
                        "RoCE v2 GIDs at different indices per device: %s; leave NCCL_IB_GID_INDEX unset" % summary,
                        data=data)
-    return _result("roce_gid", PASS, "RoCE v2 GID at index %d on every device: %s" % (indices[0], summary), data=data)
+    return check_result("roce_gid", PASS, "RoCE v2 GID at index %d on every device: %s" % (indices[0], summary), data=data)
 
 
 def check_memlock(facts, expect):
     memlock = facts["memlock"]
     data = dict(memlock)
     if memlock["soft"] is None:
-        return _result("memlock", SKIP, "max locked memory unknown: /proc/self/limits is missing, unreadable or "
+        return check_result("memlock", SKIP, "max locked memory unknown: /proc/self/limits is missing, unreadable or "
                        "has no valid 'Max locked memory' line", data=data)
     if memlock["soft"] == "unlimited":
-        return _result("memlock", PASS, "max locked memory unlimited", data=data)
+        return check_result("memlock", PASS, "max locked memory unlimited", data=data)
     message = "max locked memory is %s %s (soft), %s (hard); RDMA registers GPU and host buffers" % (
         memlock["soft"], memlock["unit"], memlock["hard"])
-    return _result("memlock", expect.severity(), message,
+    return check_result("memlock", expect.severity(), message,
                    "Run the pod with the IPC_LOCK capability (or privileged) and raise the limit before launch "
                    "(prlimit --memlock=unlimited:unlimited, or LimitMEMLOCK=infinity for the container runtime).",
                    data)
@@ -280,26 +270,26 @@ def check_gpu_count(facts, expect):
     missing = ("Check the GPU operator's driver pod on the node and nvidia-smi; a GPU missing from "
                "/proc/driver/nvidia/gpus fell off the bus or is excluded.")
     if expect.gpus is not None and len(gpus) != expect.gpus:
-        return _result("gpu_count", FAIL, "%d GPU(s), expected %d" % (len(gpus), expect.gpus), missing, data)
+        return check_result("gpu_count", FAIL, "%d GPU(s), expected %d" % (len(gpus), expect.gpus), missing, data)
     if expect.min_gpus is not None and len(gpus) < expect.min_gpus:
-        return _result("gpu_count", FAIL, "%d GPU(s), expected at least %d" % (len(gpus), expect.min_gpus),
+        return check_result("gpu_count", FAIL, "%d GPU(s), expected at least %d" % (len(gpus), expect.min_gpus),
                        missing, data)
     if not gpus:
         wanted = expect.gpus or expect.min_gpus
         if facts["nvidia"]["driver_version"] is None:
-            return _result("gpu_count", FAIL if wanted else SKIP,
+            return check_result("gpu_count", FAIL if wanted else SKIP,
                            "no NVIDIA driver loaded (/proc/driver/nvidia absent)",
                            "Install the NVIDIA GPU operator or driver on the node." if wanted else "", data)
-        return _result("gpu_count", FAIL, "NVIDIA driver %s loaded but no GPU listed" % facts["nvidia"]["driver_version"],
+        return check_result("gpu_count", FAIL, "NVIDIA driver %s loaded but no GPU listed" % facts["nvidia"]["driver_version"],
                        "Check dmesg on the node for NVRM errors.", data)
     summary = "%d GPU(s): %s, driver %s" % (len(gpus), ", ".join(data["models"]), facts["nvidia"]["driver_version"])
-    return _result("gpu_count", PASS, summary, data=data)
+    return check_result("gpu_count", PASS, summary, data=data)
 
 
 def check_nvlink_topology(facts, expect):
     topo = facts["topology"]
     if not topo.get("available"):
-        return _result("nvlink_topology", SKIP, topo.get("reason", "topology not gathered"))
+        return check_result("nvlink_topology", SKIP, topo.get("reason", "topology not gathered"))
     links = topo["gpu_links"]
     pairs = {}
     for gpu, peers in links.items():
@@ -308,16 +298,16 @@ def check_nvlink_topology(facts, expect):
     data = {"gpu_links": links, "nic_links": topo["nic_links"], "nic_legend": topo["nic_legend"],
             "affinity": topo["affinity"]}
     if not pairs:
-        return _result("nvlink_topology", PASS if len(topo["gpus"]) <= 1 else WARN,
+        return check_result("nvlink_topology", PASS if len(topo["gpus"]) <= 1 else WARN,
                        "%d GPU(s), no GPU pairs" % len(topo["gpus"]), data=data)
     not_nvlink = ["%s-%s %s" % (a, b, link) for (a, b), link in sorted(pairs.items()) if not link.startswith("NV")]
     kinds = sorted(set(pairs.values()))
     if not_nvlink:
-        return _result("nvlink_topology", WARN,
+        return check_result("nvlink_topology", WARN,
                        "GPU pairs without NVLink (peer traffic crosses PCIe): %s" % ", ".join(not_nvlink),
                        "Expected on PCIe GPUs; on SXM systems check the NVSwitch fabric manager "
                        "(nvidia-fabricmanager) and nvidia-smi nvlink --status.", data)
-    return _result("nvlink_topology", PASS, "all %d GPU pair(s) on NVLink (%s)" % (len(pairs), ", ".join(kinds)),
+    return check_result("nvlink_topology", PASS, "all %d GPU pair(s) on NVLink (%s)" % (len(pairs), ", ".join(kinds)),
                    data=data)
 
 
@@ -325,24 +315,24 @@ def check_pcie_acs(facts, expect):
     acs = facts["pci_acs"]
     bridges = acs["bridges"]
     if not bridges:
-        return _result("pcie_acs", SKIP, "no PCI bridges above the GPUs and NICs (or none visible)", data=acs)
+        return check_result("pcie_acs", SKIP, "no PCI bridges above the GPUs and NICs (or none visible)", data=acs)
     unreadable = sorted(bdf for bdf, state in bridges.items() if not state.get("readable"))
     redirecting = sorted(bdf for bdf, state in bridges.items()
                          if state.get("acs") and (state["redirect"]["request_redirect"] or
                                                   state["redirect"]["completion_redirect"]))
     if redirecting:
-        return _result("pcie_acs", expect.severity(),
+        return check_result("pcie_acs", expect.severity(),
                        "ACS redirects peer-to-peer requests on bridge(s) %s: GPU-NIC and GPU-GPU traffic goes "
                        "through the root complex" % ", ".join(redirecting),
                        "Disable ACS on these bridges (BIOS setting, or setpci on each bridge at boot), or keep "
                        "IOMMU passthrough so the redirect costs less.", acs)
     if unreadable and len(unreadable) == len(bridges):
-        return _result("pcie_acs", SKIP, "PCI config space of the bridges not readable: %s" %
+        return check_result("pcie_acs", SKIP, "PCI config space of the bridges not readable: %s" %
                        bridges[unreadable[0]].get("reason"), data=acs)
     message = "no ACS redirect on %d bridge(s)" % (len(bridges) - len(unreadable))
     if unreadable:
         message += "; %d bridge(s) not readable" % len(unreadable)
-    return _result("pcie_acs", PASS, message, data=acs)
+    return check_result("pcie_acs", PASS, message, data=acs)
 
 
 def check_mtu(facts, expect):
@@ -357,9 +347,9 @@ def check_mtu(facts, expect):
     data = {"mtu": mtus, "min_mtu": expect.min_mtu}
     small = ["%s=%s" % (name, mtu) for name, mtu in sorted(mtus.items()) if mtu is None or mtu < (expect.min_mtu or 0)]
     if small:
-        return _result("mtu", WARN, "RoCE netdev MTU below %s: %s" % (expect.min_mtu, ", ".join(small)),
+        return check_result("mtu", WARN, "RoCE netdev MTU below %s: %s" % (expect.min_mtu, ", ".join(small)),
                        "Set mtu: %s in the SR-IOV policy (and on the switch ports)." % expect.min_mtu, data)
-    return _result("mtu", PASS, "RoCE netdev MTU %s" % ", ".join("%s=%s" % item for item in sorted(mtus.items())),
+    return check_result("mtu", PASS, "RoCE netdev MTU %s" % ", ".join("%s=%s" % item for item in sorted(mtus.items())),
                    data=data)
 
 
@@ -396,29 +386,29 @@ def check_roce_lossless(facts, expect):
             fine.append(netdev)
     data = {"ports": qos, "nccl_ib_tc": expect.nccl_ib_tc}
     if problems:
-        return _result("roce_lossless", WARN, "NCCL's RoCE priority is not lossless: %s" % "; ".join(problems),
+        return check_result("roce_lossless", WARN, "NCCL's RoCE priority is not lossless: %s" % "; ".join(problems),
                        LOSSLESS_FIX, data)
     if unknown:
-        return _result("roce_lossless", SKIP, "lossless settings not known: %s" % "; ".join(unknown), data=data)
-    return _result("roce_lossless", PASS, "PFC and ECN on NCCL's priority on %s" % ", ".join(fine), data=data)
+        return check_result("roce_lossless", SKIP, "lossless settings not known: %s" % "; ".join(unknown), data=data)
+    return check_result("roce_lossless", PASS, "PFC and ECN on NCCL's priority on %s" % ", ".join(fine), data=data)
 
 
 def check_ipc_lock(facts, expect):
     caps = facts["capabilities"]
     data = dict(caps)
     if caps["ipc_lock"] is None:
-        return _result("ipc_lock", SKIP, "effective capabilities unknown: no CapEff line in /proc/self/status",
+        return check_result("ipc_lock", SKIP, "effective capabilities unknown: no CapEff line in /proc/self/status",
                        data=data)
     if caps["ipc_lock"]:
-        return _result("ipc_lock", PASS, "IPC_LOCK is an effective capability (CapEff %s)" % caps["effective"],
+        return check_result("ipc_lock", PASS, "IPC_LOCK is an effective capability (CapEff %s)" % caps["effective"],
                        data=data)
     remedy = ("Add IPC_LOCK to the container's securityContext.capabilities (cluster_security_mode: ipc_lock), "
               "or run it privileged; on OpenShift the pod's SCC must allow the capability.")
     if facts["memlock"]["soft"] == "unlimited":
-        return _result("ipc_lock", WARN, "IPC_LOCK is not an effective capability (CapEff %s); memlock is "
+        return check_result("ipc_lock", WARN, "IPC_LOCK is not an effective capability (CapEff %s); memlock is "
                        "unlimited, so registration works until a process lowers its limit" % caps["effective"],
                        remedy, data)
-    return _result("ipc_lock", expect.severity(), "IPC_LOCK is not an effective capability (CapEff %s) and "
+    return check_result("ipc_lock", expect.severity(), "IPC_LOCK is not an effective capability (CapEff %s) and "
                    "memlock is limited: RDMA memory registration fails" % caps["effective"], remedy, data)
 
 
@@ -429,18 +419,18 @@ def check_dev_infiniband(facts, expect):
     if not expect.rdma and not dev["present"]:
         return _not_applicable("dev_infiniband", "/dev/infiniband absent; not needed in tcp mode", data=data)
     if not expect.rdma:
-        return _result("dev_infiniband", PASS,
+        return check_result("dev_infiniband", PASS,
                        "/dev/infiniband %s; not needed in tcp mode" % ("present" if dev["present"] else "absent"),
                        data=data)
     remedy = ("Request the RDMA resources of cluster_rdma_nics in the pod (the device plugin adds their "
               "/dev/infiniband entries); with host networking, mount the host's /dev/infiniband.")
     if not dev["present"]:
-        return _result("dev_infiniband", FAIL, "/dev/infiniband is missing: verbs cannot open any RDMA device",
+        return check_result("dev_infiniband", FAIL, "/dev/infiniband is missing: verbs cannot open any RDMA device",
                        remedy, data)
     if not uverbs:
-        return _result("dev_infiniband", FAIL, "/dev/infiniband holds no uverbs device (%s)"
+        return check_result("dev_infiniband", FAIL, "/dev/infiniband holds no uverbs device (%s)"
                        % (", ".join(dev["entries"]) or "empty"), remedy, data)
-    return _result("dev_infiniband", PASS, "/dev/infiniband: %s" % ", ".join(dev["entries"]), data=data)
+    return check_result("dev_infiniband", PASS, "/dev/infiniband: %s" % ", ".join(dev["entries"]), data=data)
 
 
 def _rails_result(name, table, remedy_far):
@@ -449,7 +439,7 @@ def _rails_result(name, table, remedy_far):
     rails = table["rails"]
     data = dict(table)
     if not rails:
-        return _result(name, SKIP, "no GPU could be placed against a NIC (%s)" % (
+        return check_result(name, SKIP, "no GPU could be placed against a NIC (%s)" % (
             "PCI paths of %s not readable" % ", ".join(table["unknown"]) if table["unknown"] else "no GPUs"), data=data)
     findings = ["%s's nearest NIC %s is %s away (%s)" % (
         rail["gpu"], rail["nic"], rail["distance"],
@@ -459,13 +449,13 @@ def _rails_result(name, table, remedy_far):
                  % (" and ".join(shared["gpus"]), shared["nic"], ", ".join(shared["free"])) for shared in table["shared"]]
     table_text = ", ".join("%s-%s %s" % (rail["gpu"], rail["nic"], rail["distance"]) for rail in rails)
     if findings:
-        return _result(name, WARN, "; ".join(findings) + " (rails: %s)" % table_text, remedy_far, data)
+        return check_result(name, WARN, "; ".join(findings) + " (rails: %s)" % table_text, remedy_far, data)
     message = "every GPU has a NIC on its own PCIe switch or host bridge: %s" % table_text
     if table["nics_without_gpu"]:
-        return _result(name, WARN, "%s; no GPU is near %s" % (message, ", ".join(table["nics_without_gpu"])),
+        return check_result(name, WARN, "%s; no GPU is near %s" % (message, ", ".join(table["nics_without_gpu"])),
                        "A NIC no GPU is near carries GPU traffic across the CPU if NCCL uses it: leave it out of "
                        "NCCL_IB_HCA (cluster_rdma_nics) unless it serves storage or management only.", data)
-    return _result(name, PASS, message, data=data)
+    return check_result(name, PASS, message, data=data)
 
 
 def check_gpu_nic_rails(facts, expect):
@@ -484,7 +474,7 @@ def check_pod_rails(facts, expect):
         return _not_applicable("pod_rails", "tcp mode: no RDMA NICs in the pod")
     table, interfaces = pod_rail_table(facts)
     if not table["nics"]:
-        return _result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"
+        return check_result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"
                        % (", ".join(interfaces) or "none"), data=table)
     return _rails_result("pod_rails", table,
                          "The pod's GPUs and NICs were allocated on different NUMA nodes or switches: set the "
@@ -496,10 +486,10 @@ def check_pod_rails(facts, expect):
 def check_cpu_placement(facts, expect):
     placement = cpu_placement(facts)
     if not placement["known"]:
-        return _result("cpu_placement", SKIP, "the pod's CPU set or the NUMA nodes' CPU lists are not readable",
+        return check_result("cpu_placement", SKIP, "the pod's CPU set or the NUMA nodes' CPU lists are not readable",
                        data=placement)
     if not placement["gpu_numa_nodes"]:
-        return _result("cpu_placement", SKIP, "no GPU with a known NUMA node", data=placement)
+        return check_result("cpu_placement", SKIP, "no GPU with a known NUMA node", data=placement)
     spread = ", ".join("node %d: %d CPU(s)" % item for item in placement["cpus_per_numa_node"].items())
     problems = []
     if placement["misses"]:
@@ -507,20 +497,20 @@ def check_cpu_placement(facts, expect):
     if placement["spans"]:
         problems.append("CPUs on NUMA node(s) %s where none of its GPUs is" % ", ".join(map(str, placement["spans"])))
     if problems:
-        return _result("cpu_placement", WARN, "the pod may run on CPUs %s (%s): %s; the first suspect when a job "
+        return check_result("cpu_placement", WARN, "the pod may run on CPUs %s (%s): %s; the first suspect when a job "
                        "is slower under Kubernetes than on the same hosts without it"
                        % (placement["allowed_list"], spread, "; ".join(problems)),
                        "Give the kubelet cpuManagerPolicy static with topologyManagerPolicy single-numa-node (or "
                        "restricted) and the pods Guaranteed QoS (whole CPUs, requests equal to limits); on "
                        "OpenShift, a PerformanceProfile does both.", placement)
-    return _result("cpu_placement", PASS, "the pod's CPUs %s are on its GPUs' NUMA node(s) %s"
+    return check_result("cpu_placement", PASS, "the pod's CPUs %s are on its GPUs' NUMA node(s) %s"
                    % (placement["allowed_list"], ", ".join(map(str, placement["gpu_numa_nodes"]))), data=placement)
 
 
 def check_kubelet_topology(facts, expect):
     kubelet = facts.get("kubelet") or {}
     if not kubelet.get("source"):
-        return _result("kubelet_topology", SKIP, "no kubelet configuration found on the node (%s)"
+        return check_result("kubelet_topology", SKIP, "no kubelet configuration found on the node (%s)"
                        % ", ".join("/var/lib/kubelet/config.yaml /etc/kubernetes/kubelet.conf".split()), data=kubelet)
     nodes = sorted(set(gpu["numa_node"] for gpu in facts["nvidia"]["gpus"]
                        if gpu.get("numa_node") is not None and gpu["numa_node"] >= 0))
@@ -529,9 +519,9 @@ def check_kubelet_topology(facts, expect):
     aligned = (kubelet["topologyManagerPolicy"] in ("single-numa-node", "restricted")
                and kubelet["cpuManagerPolicy"] == "static")
     if aligned or len(nodes) < 2:
-        return _result("kubelet_topology", PASS, "%s (%s; GPUs on %d NUMA node(s))"
+        return check_result("kubelet_topology", PASS, "%s (%s; GPUs on %d NUMA node(s))"
                        % (settings, kubelet["source"], len(nodes)), data=kubelet)
-    return _result("kubelet_topology", WARN, "the GPUs are on NUMA nodes %s and the kubelet does not keep a pod's "
+    return check_result("kubelet_topology", WARN, "the GPUs are on NUMA nodes %s and the kubelet does not keep a pod's "
                    "CPUs, GPUs and NICs on one: %s (%s)" % (", ".join(map(str, nodes)), settings, kubelet["source"]),
                    "Set cpuManagerPolicy: static and topologyManagerPolicy: single-numa-node (or restricted) in the "
                    "kubelet configuration (OpenShift: a PerformanceProfile with numa.topologyPolicy); the kubelet "
@@ -552,7 +542,7 @@ def run_checks(facts, expect, only=None, in_pod=False):
         try:
             results.append(CHECKS[name](facts, expect))
         except Exception as exc:  # a malformed snapshot must not stop the other checks
-            results.append(_result(name, FAIL, "check could not evaluate the node's facts: %s: %s"
+            results.append(check_result(name, FAIL, "check could not evaluate the node's facts: %s: %s"
                                    % (type(exc).__name__, exc),
                                    "Look at the facts' errors list for files that could not be read."))
     return results

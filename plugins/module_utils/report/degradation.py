@@ -31,6 +31,7 @@ from ..common.stats import median
 from ..node.facts import natural_key
 from ..node.rails import NEAR
 from ..fabric.port_counters import meaning
+from ..common.errors import MlinfraError
 
 __metaclass__ = type
 
@@ -75,7 +76,7 @@ ALL_DEGRADED = "every run degraded"
 NO_FACTS = "no facts"
 
 
-class FactsError(ValueError):
+class FactsError(MlinfraError, ValueError):
     """A facts file that is not what FACTS_FORMAT describes."""
 
 

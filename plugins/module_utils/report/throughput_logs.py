@@ -16,6 +16,7 @@ import math
 import re
 
 from ..common.stats import median
+from ..common.errors import MlinfraError
 
 __metaclass__ = type
 
@@ -33,7 +34,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NUMBER_PATTERN = r"[-+]?(?:[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|inf|nan)"
 
 
-class ThroughputError(Exception):
+class ThroughputError(MlinfraError):
     """An input that cannot be read as asked; the message says how to fix it."""
 
 

@@ -25,15 +25,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ..common.status import FAIL, NOT_CHECKED, PASS, SKIP, WARN
 from ..fabric.bench_expectation import BUSBW_EXPECTED, EXPECTED_FIX, expectation
 from .degradation import run_nodes
 from ..fabric.port_counters import counter_rows, moved_errors, node_counter_rows, node_port_deltas
 from ..workload.train_jobs import RUN_LABEL
 from ..workload.probe_manifests import PROBED_NODE_ANNOTATION
 
-PASS, WARN, FAIL, NOT_CHECKED = "pass", "warn", "fail", "not-checked"
-# A check's own status when it does not apply (node_checks.SKIP).
-SKIP = "skip"
 # Worst first: a failure outranks a check that could not be made, which
 # outranks a warning.
 SEVERITY = (FAIL, NOT_CHECKED, WARN, PASS)

@@ -70,6 +70,7 @@ import subprocess
 
 from ..fabric import nccl_env as nccl_detect
 from ..node import facts as node_facts
+from ..common.errors import MlinfraError
 
 LAUNCH_FILE = "launch.json"
 EXIT_CODE_FILE = "exit_code"
@@ -109,12 +110,12 @@ SUPERVISOR_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); "
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)+$")
 
 
-class LaunchError(Exception):
+class LaunchError(MlinfraError):
     """Why a launch is refused before anything starts; the message says how
     to fix it."""
 
 
-class UsageError(Exception):
+class UsageError(MlinfraError):
     """A command line that cannot be parsed (exit status 2)."""
 
 

@@ -46,6 +46,8 @@ __metaclass__ = type
 
 import re
 
+from ..common.errors import MlinfraError
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 # apimachinery's name formats.
@@ -72,7 +74,7 @@ _TORCH_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET
 _DOMAIN_PATH = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 
 
-class AdmissionError(ValueError):
+class AdmissionError(MlinfraError, ValueError):
     """Objects an operator's admission webhook would refuse; the message
     lists each problem with its fix."""
 

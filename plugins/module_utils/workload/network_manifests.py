@@ -35,13 +35,14 @@ import re
 from .admission_rules import AdmissionError, check_admission
 from ..inventory_settings import setting_bool
 from ..cluster.ownership import MANAGED_BY
+from ..common.errors import MlinfraError
 CNI_VERSION = "0.3.1"
 # The SR-IOV operator publishes a policy's resourceName under this prefix;
 # the inventory names the resource as the pods request it.
 _OPERATOR_RESOURCE_PREFIX = re.compile(r"^openshift\.io/")
 
 
-class NetworkManifestError(ValueError):
+class NetworkManifestError(MlinfraError, ValueError):
     """An RDMA NIC that cannot be rendered; the message says why."""
 
 

@@ -51,6 +51,7 @@ import re
 from .admission_rules import QUEUE_LABEL, TRAINER_ANCESTOR_LABEL, AdmissionError, check_admission
 from ..inventory_settings import DEMO_SHORTCUTS, to_bool
 from ..train.run_status import text_metrics
+from ..common.errors import MlinfraError
 
 MODES = ("job", "pytorchjob", "volcano", "jobset", "trainjob")
 RUN_LABEL = "mlinfra.io/train-run"
@@ -88,7 +89,7 @@ _LAUNCH = ('base=$1 id=$2; shift 2; {rank_address}; '
            '--local-addr "$local" --resolve-timeout {resolve_timeout} "$@"')
 
 
-class TrainJobError(Exception):
+class TrainJobError(MlinfraError):
     """A run that cannot be rendered; the message says why."""
 
 

@@ -111,3 +111,35 @@ def test_every_refusal_is_reported_at_once():
 
 def test_the_cases_cover_each_family_sixty_times_over():
     assert len(BAD) + len(CONTRADICTIONS) >= 60
+
+
+def test_each_argument_spec_default_is_the_roles_own_default():
+    # The argument specs document the defaults the checker fills in for the
+    # settings a playbook's first check cannot see yet (collection_names).
+    for path in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")):
+        role = path.split(os.sep)[-3]
+        with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as handle:
+            defaults = yaml.safe_load(handle) or {}
+        with open(path) as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+        for entry in specs.values():
+            for name, option in entry.get("options", {}).items():
+                if "default" in option and name in defaults and "{{" not in repr(defaults[name]):
+                    assert option["default"] == defaults[name], (role, name)
+
+
+def test_the_values_hold_the_roles_defaults_a_play_cannot_see_yet_converted():
+    from ansible_collections.mlinfra.multinode.plugins.filter.checked_settings import collection_names
+    collection = collection_names()
+    # What a playbook's pre_tasks see: the inventory, not the statefulset role's defaults.
+    variables = dict(GOOD, cluster_security_mode="privileged")
+    variables.pop("statefulset_rendezvous_port", None)
+    variables.pop("statefulset_require_verified_nodes", None)
+    checked = check_settings(variables, collection=collection, names=list(variables))
+    assert checked["errors"] == []
+    assert checked["values"]["statefulset_rendezvous_port"] == 29500
+    assert checked["values"]["statefulset_require_verified_nodes"] is False
+    # A value the play sees wins over the role's default, and is converted.
+    given = check_settings(dict(variables, statefulset_require_verified_nodes="true"), collection=collection,
+                           names=list(variables) + ["statefulset_require_verified_nodes"])
+    assert given["values"]["statefulset_require_verified_nodes"] is True

@@ -129,8 +129,9 @@ def test_fixture_verdict(name, mode):
     parsed = parse_fixture(name)
     check = check_nccl_transport(parsed, mode)
     assert check["status"] == CASES[name][mode]
-    # The node_checks format, exactly.
-    assert sorted(check) == ["data", "message", "name", "remediation", "status"]
+    # The shape of every check result (common/status.check_result), as the node checks give it.
+    assert sorted(check) == ["data", "message", "name", "not_applicable", "remediation", "status"]
+    assert check["not_applicable"] is False
     assert check["name"] == CHECK_NAME and check["status"] in STATUSES
     assert check["message"] and isinstance(check["data"], dict)
     assert bool(check["remediation"]) == (check["status"] in ("fail", "warn"))
