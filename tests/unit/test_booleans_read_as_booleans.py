@@ -1,8 +1,11 @@
-"""Every boolean the user can set is read through `| bool` wherever the
-roles and playbooks use it. `-e cluster_host_network=false` reaches Jinja as
-the string "false", which a bare `{% if cluster_host_network %}` takes as
-true; checked_settings refuses what is not a boolean, and `| bool` reads the
-rest as Ansible does. The booleans are those the argument specs declare."""
+"""Every boolean the user can set is read converted wherever the roles and
+playbooks use it. `-e cluster_host_network=false` reaches Jinja as the
+string "false", which a bare `{% if cluster_host_network %}` takes as true;
+checked_settings refuses what is not a boolean and converts the rest once,
+and the roles read the result, `cluster_values.cluster_host_network`. Only
+the few a task's own vars may set after that check, or whose default is
+computed, are read through `| bool` (READ_AS_GIVEN). The booleans are those
+the argument specs declare."""
 
 import glob
 import os
@@ -22,6 +25,19 @@ def declared_booleans():
             names.update(name for name, option in entry.get("options", {}).items() if option.get("type") == "bool")
     return names | {"purge_workspaces", "purge_image", "purge_sriov_policies"}
 
+
+# Booleans read as given, through `| bool`, and why they cannot be read from
+# cluster_values (converted once, when the play starts).
+READ_AS_GIVEN = {
+    "train_stop": "the soak role sets it in the vars of each run's train tasks",
+    "cluster_nodes_before_sriov": "the tasks that include the node checks set it in their vars",
+    "autodetect_require_agreement": "the verify role sets it in the vars of its read-back",
+    "image_build": "its default is computed from cluster_platform",
+    "train_stop_running": "its default follows -e stop_running",
+    "purge_workspaces": "teardown.yml's -e only, not an inventory setting",
+    "purge_image": "teardown.yml's -e only, not an inventory setting",
+    "purge_sriov_policies": "teardown.yml's -e only, not an inventory setting",
+}
 
 CONDITION_KEYS = ("when", "that", "until", "failed_when", "changed_when")
 
@@ -59,6 +75,14 @@ def bare_uses(expression, names):
     return found
 
 
+def raw_reads(expression, names):
+    """Names read as given, through `| bool` (a `| default(...)` between
+    allowed)."""
+    pattern = r"(?<![\w.'\"])(%s)(?:\s*\|\s*default\([^()]*\))?\s*\|\s*bool\b" % "|".join(
+        sorted(names, key=len, reverse=True))
+    return [match.group(1) for match in re.finditer(pattern, expression)]
+
+
 def test_every_boolean_is_read_through_bool():
     names = declared_booleans()
     assert {"cluster_host_network", "statefulset_require_verified_nodes", "verify_bench"} <= names
@@ -66,13 +90,17 @@ def test_every_boolean_is_read_through_bool():
         + glob.glob(os.path.join(REPO, "roles", "*", "templates", "*.j2")) \
         + glob.glob(os.path.join(REPO, "roles", "*", "vars", "*.yml")) \
         + glob.glob(os.path.join(REPO, "playbooks", "*.yml"))
-    bare = []
+    bare, raw = [], []
     for path in sorted(files):
         for number, expression in expressions(path):
+            shown = " ".join(expression.split())[:100]
             for name in bare_uses(expression, names):
-                shown = " ".join(expression.split())[:100]
                 bare.append("%s:%d: %s in %r" % (os.path.relpath(path, REPO), number, name, shown))
+            for name in raw_reads(expression, set(names) - set(READ_AS_GIVEN)):
+                raw.append("%s:%d: %s in %r: read cluster_values.%s" % (
+                    os.path.relpath(path, REPO), number, name, shown, name))
     assert bare == [], "\n".join(bare)
+    assert raw == [], "\n".join(raw)
 
 
 def test_the_checker_finds_a_bare_boolean():
@@ -83,3 +111,6 @@ def test_the_checker_finds_a_bare_boolean():
     assert bare_uses("cluster_host_network | default(false) | bool", names) == []
     assert bare_uses("cluster_host_network is defined", names) == []
     assert bare_uses("'cluster_host_network'", names) == []
+    assert bare_uses("cluster_values.cluster_host_network", names) == []
+    assert raw_reads("x if cluster_host_network | default(false) | bool else y", names) == ["cluster_host_network"]
+    assert raw_reads("cluster_values.cluster_host_network", names) == []
