@@ -43,23 +43,17 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.text.converters import to_text
 
-
-def _cell(value):
-    return "-" if value is None else to_text(value)
+from ansible_collections.mlinfra.multinode.plugins.module_utils.report.text_table import format_table
 
 
 def text_table(rows, header):
     if not isinstance(rows, list) or not isinstance(header, list):
         raise AnsibleFilterError("text_table takes a list of rows and a list of column titles")
-    for row in rows:
-        if not isinstance(row, (list, tuple)) or len(row) != len(header):
-            raise AnsibleFilterError("text_table: every row needs %d cells (%s), got %r"
-                                     % (len(header), ", ".join(header), row))
-    lines = [[_cell(cell) for cell in header]] + [[_cell(cell) for cell in row] for row in rows]
-    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+    try:
+        return format_table(rows, header)
+    except ValueError as error:
+        raise AnsibleFilterError("text_table: %s" % error)
 
 
 class FilterModule(object):

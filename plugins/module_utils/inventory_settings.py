@@ -623,6 +623,23 @@ def _name_errors(values, variables, names, collection, given):
 
 # ------------------------------------------------------------------ entry
 
+def _converted(variables):
+    """(values, errors) of the known settings among ``variables``."""
+    values, errors = {}, []
+    for name in sorted(SETTINGS):
+        if name not in variables:
+            continue
+        if variables[name] is None:
+            # A role default of null: not set, and the role decides.
+            values[name] = None
+            continue
+        try:
+            values[name] = SETTINGS[name](variables[name])
+        except Refused as refused:
+            errors.append(_error(name, variables[name], "%s %s" % (name, refused.problem), refused.fix))
+    return values, errors
+
+
 def check_settings(variables, names=None, collection=None, given=()):
     """{"values": converted values by name, "errors": [{variable, value,
     problem, fix, message}]} for the known variables among ``variables``
@@ -638,23 +655,19 @@ def check_settings(variables, names=None, collection=None, given=()):
     a name that looks meant for the collection but is not one of its
     variables is refused with the nearest one, and a required one that is
     missing is named. ``given``: the names given with -e."""
-    values, errors = {}, []
-    defaults = (collection or {}).get("defaults") or {}
-    variables = dict(defaults, **variables)
-    for name in sorted(SETTINGS):
-        if name not in variables:
-            continue
-        convert = SETTINGS[name]
-        if variables[name] is None:
-            # A role default of null: not set, and the role decides.
-            values[name] = None
-            continue
-        try:
-            values[name] = convert(variables[name])
-        except Refused as refused:
-            errors.append(_error(name, variables[name], "%s %s" % (name, refused.problem), refused.fix))
+    values, errors = _converted(variables)
     for name, value, problem, fix in _across(values):
         errors.append(_error(name, value, problem, fix))
+    # The roles' defaults the play cannot see yet join the values, converted,
+    # but not the checks across settings: a default matters only where its
+    # role runs, and the check its dependency on the cluster role runs there
+    # sees it (site.yml's verify_bench=false is no contradiction of the
+    # soak's default workload in a play that runs no soak).
+    unseen = dict((name, value) for name, value in ((collection or {}).get("defaults") or {}).items()
+                  if name not in variables)
+    default_values, default_errors = _converted(unseen)
+    values.update(default_values)
+    errors += default_errors
     # -e stop=maybe is refused as stop, not as the train_stop it sets.
     refused = set(error["variable"] for error in errors)
     errors = [error for error in errors if not any(

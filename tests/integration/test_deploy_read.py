@@ -9,9 +9,12 @@ import types
 import uuid
 
 import pytest
-from ansible_cli import remove_namespace, run_module, run_playbook
+from ansible_cli import REPO, remove_namespace, run_module, run_playbook
 from kubernetes import client
 from test_deploy import APP, GPU_NODES, exec_json, pods
+
+from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_commands import SUBCOMMANDS
+from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_runtime import shipped_module_utils
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +69,23 @@ def test_deploy_from_nothing_then_nothing_changes(api_client, deployed):
     second = run_playbook("deploy.yml", "local", {"cluster_namespace": deploy_ns})
     assert not second.failed, second.failure_messages()
     assert second.changed == 0
+
+
+def test_every_subcommand_starts_from_what_the_pods_mount(api_client, deployed):
+    """The pod-runtime ConfigMap's keys back at their paths (the volume's
+    items), the program beside them, as the pods mount them: the files are
+    those the program imports, and every subcommand starts from them."""
+    from kubernetes.stream import stream
+    assert not deployed.first.failed
+    script = ('cd "$MLINFRA_PLUGINS_DIR/module_utils" && find . -name "*.py" && for command in %s; do '
+              'python3 "$MLINFRA_PLUGINS_DIR/../files/bin/mlinfra" "$command" --help > /dev/null && echo "started $command"; '
+              'done' % " ".join(sorted(SUBCOMMANDS)))
+    out = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, APP + "-1", deployed.namespace,
+                 container="trainer", command=["sh", "-c", script], stdout=True, stderr=True, stdin=False, tty=False)
+    lines = out.splitlines()
+    files = sorted(line[2:] for line in lines if line.startswith("./"))
+    assert files == sorted(name.replace(".", "/") + ".py" for name in shipped_module_utils(REPO)), out
+    assert [line for line in lines if line.startswith("started ")] == ["started " + name for name in sorted(SUBCOMMANDS)], out
 
 
 def test_status_shows_pods_nodes_images_and_detected_settings(api_client, deployed):

@@ -570,9 +570,10 @@ print("shipped %d module_utils files" % len(files[RUNTIME]))
 PY
   : > "$out/summary.txt"
   for part in node-report pod-bench train-launcher; do
-    local started=$SECONDS rc
+    local started=$SECONDS rc runs=()
+    [[ $part == train-launcher ]] && runs=(1)
     MEASURE_ROOT="$shipped" MLINFRA_PLUGINS_DIR="$shipped/plugins" bash "$ROOT/tools/gpu/measure.sh" "$part" "$out/$part" \
-      $([[ $part == train-launcher ]] && echo 1) > "$out/$part.log" 2>&1
+      "${runs[@]}" > "$out/$part.log" 2>&1
     rc=$?
     # The part's own lines on how each program ended (a part goes on
     # after a program fails, so its exit status alone does not say).

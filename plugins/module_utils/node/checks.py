@@ -102,22 +102,22 @@ def check_iommu_passthrough(facts, expect):
         # No IOMMU at all: DMA is untranslated, which is what passthrough
         # gives GPUDirect. (Only vfio-pci virtual functions would need one.)
         return check_result("iommu_passthrough", PASS,
-                       "IOMMU off (no IOMMU groups): DMA is not translated", data=data)
+                            "IOMMU off (no IOMMU groups): DMA is not translated", data=data)
     if translating:
         return check_result("iommu_passthrough", expect.severity(),
-                       "IOMMU translates DMA (group types %s%s): GPUDirect RDMA peer-to-peer traffic is remapped "
-                       "or blocked" % (", ".join("%s x%d" % item for item in sorted(translating.items())),
-                                       "" if passthrough_arg else "; no iommu=pt on the kernel command line"),
-                       fix, data)
+                            "IOMMU translates DMA (group types %s%s): GPUDirect RDMA peer-to-peer traffic is remapped "
+                            "or blocked" % (", ".join("%s x%d" % item for item in sorted(translating.items())),
+                                            "" if passthrough_arg else "; no iommu=pt on the kernel command line"),
+                            fix, data)
     if iommu["group_types"]:
         return check_result("iommu_passthrough", PASS,
-                       "IOMMU in passthrough mode (%d groups, all identity)" % iommu["groups"], data=data)
+                            "IOMMU in passthrough mode (%d groups, all identity)" % iommu["groups"], data=data)
     # Older kernels have no group type file: fall back to the command line.
     if passthrough_arg:
         return check_result("iommu_passthrough", PASS,
-                       "iommu=pt on the kernel command line (%d IOMMU groups)" % iommu["groups"], data=data)
+                            "iommu=pt on the kernel command line (%d IOMMU groups)" % iommu["groups"], data=data)
     return check_result("iommu_passthrough", expect.severity(),
-                   "IOMMU on (%d groups) without iommu=pt on the kernel command line" % iommu["groups"], fix, data)
+                        "IOMMU on (%d groups) without iommu=pt on the kernel command line" % iommu["groups"], fix, data)
 
 
 def check_mlx5_driver(facts, expect):
@@ -134,8 +134,8 @@ def check_mlx5_driver(facts, expect):
         return check_result("mlx5_driver", PASS, "mlx5_core and mlx5_ib loaded (%s)" % source.strip(), data=data)
     if not facts["modules"]["proc_modules_readable"] and not any(m["loaded"] for m in (core, ib)):
         return check_result("mlx5_driver", SKIP if not expect.rdma else FAIL,
-                       "cannot tell: /proc/modules is not readable and /sys/module shows no mlx5 module",
-                       "Run the check with the host's /proc and /sys mounted (root option).", data)
+                            "cannot tell: /proc/modules is not readable and /sys/module shows no mlx5 module",
+                            "Run the check with the host's /proc and /sys mounted (root option).", data)
     fix = ("Load the driver (modprobe -a %s) or install the NVIDIA network operator / DOCA-OFED driver "
            "container on the node." % " ".join(missing))
     if not expect.rdma:
@@ -152,18 +152,18 @@ def check_gpudirect_rdma(facts, expect):
         return check_result("gpudirect_rdma", PASS, "%s loaded" % peermem[0], data=data)
     if dmabuf:
         return check_result("gpudirect_rdma", PASS, "DMA-BUF capable (%s); no peermem module needed" % dmabuf_reason,
-                       data=data)
+                            data=data)
     if dmabuf is None:
         # Not measured is never a pass, nor a fail on a guess.
         return check_result("gpudirect_rdma", WARN,
-                       "GPUDirect RDMA unknown: nvidia_peermem is not loaded and %s" % dmabuf_reason,
-                       "Check the node's kernel release (uname -r: DMA-BUF needs 5.12 or later with NVIDIA's open "
-                       "kernel modules), or load nvidia_peermem (GPU operator: driver.rdma.enabled=true).", data)
+                            "GPUDirect RDMA unknown: nvidia_peermem is not loaded and %s" % dmabuf_reason,
+                            "Check the node's kernel release (uname -r: DMA-BUF needs 5.12 or later with NVIDIA's open "
+                            "kernel modules), or load nvidia_peermem (GPU operator: driver.rdma.enabled=true).", data)
     status = FAIL if expect.require_gpudirect else WARN
     return check_result("gpudirect_rdma", status,
-                   "no GPUDirect RDMA: nvidia_peermem is not loaded and DMA-BUF is not available (%s)" % dmabuf_reason,
-                   "Load nvidia_peermem (GPU operator: driver.rdma.enabled=true in the ClusterPolicy), or move to "
-                   "NVIDIA's open kernel modules (driver.useOpenKernelModules=true) for DMA-BUF.", data)
+                        "no GPUDirect RDMA: nvidia_peermem is not loaded and DMA-BUF is not available (%s)" % dmabuf_reason,
+                        "Load nvidia_peermem (GPU operator: driver.rdma.enabled=true in the ClusterPolicy), or move to "
+                        "NVIDIA's open kernel modules (driver.useOpenKernelModules=true) for DMA-BUF.", data)
 
 
 def check_rdma_devices(facts, expect):
@@ -175,19 +175,19 @@ def check_rdma_devices(facts, expect):
     if not expect.rdma:
         if devices:
             return check_result("rdma_devices", PASS, "%d RDMA device(s), not used in tcp mode: %s" % (len(devices), names),
-                           data=data)
+                                data=data)
         return _not_applicable("rdma_devices", "no RDMA devices; not needed in tcp mode", data=data)
     wanted = expect.rdma_devices if expect.rdma_devices is not None else 1
     if not devices:
         mlx5 = facts["modules"]["modules"]["mlx5_core"]["loaded"]
         return check_result("rdma_devices", FAIL,
-                       "no RDMA devices under /sys/class/infiniband%s" %
-                       (" although mlx5_core is loaded" if mlx5 else ""),
-                       "Check that the SR-IOV policy created virtual functions with isRdma: true and that the "
-                       "pod requests the RDMA resources; on the node, that mlx5_ib is loaded.", data)
+                            "no RDMA devices under /sys/class/infiniband%s" %
+                            (" although mlx5_core is loaded" if mlx5 else ""),
+                            "Check that the SR-IOV policy created virtual functions with isRdma: true and that the "
+                            "pod requests the RDMA resources; on the node, that mlx5_ib is loaded.", data)
     if len(devices) < wanted:
         return check_result("rdma_devices", FAIL, "%d RDMA device(s), expected %d: %s" % (len(devices), wanted, names),
-                       "Check the SR-IOV policy's numVfs and the pod's RDMA resource requests.", data)
+                            "Check the SR-IOV policy's numVfs and the pod's RDMA resource requests.", data)
     return check_result("rdma_devices", PASS, "%d RDMA device(s): %s" % (len(devices), names), data=data)
 
 
@@ -208,15 +208,15 @@ def check_rdma_link(facts, expect):
     layers = sorted(set(port["link_layer"] or "unknown" for dev, port in ports))
     if down:
         return check_result("rdma_link", expect.severity(), "port(s) not active: %s" % "; ".join(down),
-                       "Check the cable and switch port of each NIC named (ibstat / ethtool on the node), and the "
-                       "subnet manager on InfiniBand fabrics.", data)
+                            "Check the cable and switch port of each NIC named (ibstat / ethtool on the node), and the "
+                            "subnet manager on InfiniBand fabrics.", data)
     if slow:
         return check_result("rdma_link", expect.severity(),
-                       "port(s) below %s Gb/s: %s" % (expect.min_link_rate_gbps, "; ".join(slow)),
-                       "A link trained at a lower rate: reseat or replace the cable, check the switch port speed.", data)
+                            "port(s) below %s Gb/s: %s" % (expect.min_link_rate_gbps, "; ".join(slow)),
+                            "A link trained at a lower rate: reseat or replace the cable, check the switch port speed.", data)
     rates = sorted(set(port["rate"] for dev, port in ports if port["rate"]))
     return check_result("rdma_link", PASS, "%d port(s) active, %s, %s" % (len(ports), "/".join(layers), ", ".join(rates)),
-                   data=data)
+                        data=data)
 
 
 def check_roce_gid(facts, expect):
@@ -236,14 +236,14 @@ def check_roce_gid(facts, expect):
     data = {"per_device": per_device, "indices": indices, "consistent": len(indices) == 1}
     if missing:
         return check_result("roce_gid", expect.severity(),
-                       "no RoCE v2 GID with an IPv4 address on %s" % ", ".join(missing),
-                       "Give each RDMA netdev an IPv4 address (the SR-IOV network's IPAM) and keep RoCE v2 enabled "
-                       "(cma_roce_mode); the GID table fills in when the address is set.", data)
+                            "no RoCE v2 GID with an IPv4 address on %s" % ", ".join(missing),
+                            "Give each RDMA netdev an IPv4 address (the SR-IOV network's IPAM) and keep RoCE v2 enabled "
+                            "(cma_roce_mode); the GID table fills in when the address is set.", data)
     summary = ", ".join("%s(%s)=%d" % (e["device"], e["netdev"], e["index"]) for e in per_device)
     if len(indices) > 1:
         return check_result("roce_gid", PASS,
-                       "RoCE v2 GIDs at different indices per device: %s; leave NCCL_IB_GID_INDEX unset" % summary,
-                       data=data)
+                            "RoCE v2 GIDs at different indices per device: %s; leave NCCL_IB_GID_INDEX unset" % summary,
+                            data=data)
     return check_result("roce_gid", PASS, "RoCE v2 GID at index %d on every device: %s" % (indices[0], summary), data=data)
 
 
@@ -252,15 +252,15 @@ def check_memlock(facts, expect):
     data = dict(memlock)
     if memlock["soft"] is None:
         return check_result("memlock", SKIP, "max locked memory unknown: /proc/self/limits is missing, unreadable or "
-                       "has no valid 'Max locked memory' line", data=data)
+                            "has no valid 'Max locked memory' line", data=data)
     if memlock["soft"] == "unlimited":
         return check_result("memlock", PASS, "max locked memory unlimited", data=data)
     message = "max locked memory is %s %s (soft), %s (hard); RDMA registers GPU and host buffers" % (
         memlock["soft"], memlock["unit"], memlock["hard"])
     return check_result("memlock", expect.severity(), message,
-                   "Run the pod with the IPC_LOCK capability (or privileged) and raise the limit before launch "
-                   "(prlimit --memlock=unlimited:unlimited, or LimitMEMLOCK=infinity for the container runtime).",
-                   data)
+                        "Run the pod with the IPC_LOCK capability (or privileged) and raise the limit before launch "
+                        "(prlimit --memlock=unlimited:unlimited, or LimitMEMLOCK=infinity for the container runtime).",
+                        data)
 
 
 def check_gpu_count(facts, expect):
@@ -273,15 +273,15 @@ def check_gpu_count(facts, expect):
         return check_result("gpu_count", FAIL, "%d GPU(s), expected %d" % (len(gpus), expect.gpus), missing, data)
     if expect.min_gpus is not None and len(gpus) < expect.min_gpus:
         return check_result("gpu_count", FAIL, "%d GPU(s), expected at least %d" % (len(gpus), expect.min_gpus),
-                       missing, data)
+                            missing, data)
     if not gpus:
         wanted = expect.gpus or expect.min_gpus
         if facts["nvidia"]["driver_version"] is None:
             return check_result("gpu_count", FAIL if wanted else SKIP,
-                           "no NVIDIA driver loaded (/proc/driver/nvidia absent)",
-                           "Install the NVIDIA GPU operator or driver on the node." if wanted else "", data)
+                                "no NVIDIA driver loaded (/proc/driver/nvidia absent)",
+                                "Install the NVIDIA GPU operator or driver on the node." if wanted else "", data)
         return check_result("gpu_count", FAIL, "NVIDIA driver %s loaded but no GPU listed" % facts["nvidia"]["driver_version"],
-                       "Check dmesg on the node for NVRM errors.", data)
+                            "Check dmesg on the node for NVRM errors.", data)
     summary = "%d GPU(s): %s, driver %s" % (len(gpus), ", ".join(data["models"]), facts["nvidia"]["driver_version"])
     return check_result("gpu_count", PASS, summary, data=data)
 
@@ -299,16 +299,16 @@ def check_nvlink_topology(facts, expect):
             "affinity": topo["affinity"]}
     if not pairs:
         return check_result("nvlink_topology", PASS if len(topo["gpus"]) <= 1 else WARN,
-                       "%d GPU(s), no GPU pairs" % len(topo["gpus"]), data=data)
+                            "%d GPU(s), no GPU pairs" % len(topo["gpus"]), data=data)
     not_nvlink = ["%s-%s %s" % (a, b, link) for (a, b), link in sorted(pairs.items()) if not link.startswith("NV")]
     kinds = sorted(set(pairs.values()))
     if not_nvlink:
         return check_result("nvlink_topology", WARN,
-                       "GPU pairs without NVLink (peer traffic crosses PCIe): %s" % ", ".join(not_nvlink),
-                       "Expected on PCIe GPUs; on SXM systems check the NVSwitch fabric manager "
-                       "(nvidia-fabricmanager) and nvidia-smi nvlink --status.", data)
+                            "GPU pairs without NVLink (peer traffic crosses PCIe): %s" % ", ".join(not_nvlink),
+                            "Expected on PCIe GPUs; on SXM systems check the NVSwitch fabric manager "
+                            "(nvidia-fabricmanager) and nvidia-smi nvlink --status.", data)
     return check_result("nvlink_topology", PASS, "all %d GPU pair(s) on NVLink (%s)" % (len(pairs), ", ".join(kinds)),
-                   data=data)
+                        data=data)
 
 
 def check_pcie_acs(facts, expect):
@@ -322,13 +322,13 @@ def check_pcie_acs(facts, expect):
                                                   state["redirect"]["completion_redirect"]))
     if redirecting:
         return check_result("pcie_acs", expect.severity(),
-                       "ACS redirects peer-to-peer requests on bridge(s) %s: GPU-NIC and GPU-GPU traffic goes "
-                       "through the root complex" % ", ".join(redirecting),
-                       "Disable ACS on these bridges (BIOS setting, or setpci on each bridge at boot), or keep "
-                       "IOMMU passthrough so the redirect costs less.", acs)
+                            "ACS redirects peer-to-peer requests on bridge(s) %s: GPU-NIC and GPU-GPU traffic goes "
+                            "through the root complex" % ", ".join(redirecting),
+                            "Disable ACS on these bridges (BIOS setting, or setpci on each bridge at boot), or keep "
+                            "IOMMU passthrough so the redirect costs less.", acs)
     if unreadable and len(unreadable) == len(bridges):
         return check_result("pcie_acs", SKIP, "PCI config space of the bridges not readable: %s" %
-                       bridges[unreadable[0]].get("reason"), data=acs)
+                            bridges[unreadable[0]].get("reason"), data=acs)
     message = "no ACS redirect on %d bridge(s)" % (len(bridges) - len(unreadable))
     if unreadable:
         message += "; %d bridge(s) not readable" % len(unreadable)
@@ -348,9 +348,9 @@ def check_mtu(facts, expect):
     small = ["%s=%s" % (name, mtu) for name, mtu in sorted(mtus.items()) if mtu is None or mtu < (expect.min_mtu or 0)]
     if small:
         return check_result("mtu", WARN, "RoCE netdev MTU below %s: %s" % (expect.min_mtu, ", ".join(small)),
-                       "Set mtu: %s in the SR-IOV policy (and on the switch ports)." % expect.min_mtu, data)
+                            "Set mtu: %s in the SR-IOV policy (and on the switch ports)." % expect.min_mtu, data)
     return check_result("mtu", PASS, "RoCE netdev MTU %s" % ", ".join("%s=%s" % item for item in sorted(mtus.items())),
-                   data=data)
+                        data=data)
 
 
 LOSSLESS_FIX = ("Make NCCL's priority lossless end to end: PFC on it (mlnx_qos -i <netdev> --pfc, and on the switch "
@@ -387,7 +387,7 @@ def check_roce_lossless(facts, expect):
     data = {"ports": qos, "nccl_ib_tc": expect.nccl_ib_tc}
     if problems:
         return check_result("roce_lossless", WARN, "NCCL's RoCE priority is not lossless: %s" % "; ".join(problems),
-                       LOSSLESS_FIX, data)
+                            LOSSLESS_FIX, data)
     if unknown:
         return check_result("roce_lossless", SKIP, "lossless settings not known: %s" % "; ".join(unknown), data=data)
     return check_result("roce_lossless", PASS, "PFC and ECN on NCCL's priority on %s" % ", ".join(fine), data=data)
@@ -398,18 +398,18 @@ def check_ipc_lock(facts, expect):
     data = dict(caps)
     if caps["ipc_lock"] is None:
         return check_result("ipc_lock", SKIP, "effective capabilities unknown: no CapEff line in /proc/self/status",
-                       data=data)
+                            data=data)
     if caps["ipc_lock"]:
         return check_result("ipc_lock", PASS, "IPC_LOCK is an effective capability (CapEff %s)" % caps["effective"],
-                       data=data)
+                            data=data)
     remedy = ("Add IPC_LOCK to the container's securityContext.capabilities (cluster_security_mode: ipc_lock), "
               "or run it privileged; on OpenShift the pod's SCC must allow the capability.")
     if facts["memlock"]["soft"] == "unlimited":
         return check_result("ipc_lock", WARN, "IPC_LOCK is not an effective capability (CapEff %s); memlock is "
-                       "unlimited, so registration works until a process lowers its limit" % caps["effective"],
-                       remedy, data)
+                            "unlimited, so registration works until a process lowers its limit" % caps["effective"],
+                            remedy, data)
     return check_result("ipc_lock", expect.severity(), "IPC_LOCK is not an effective capability (CapEff %s) and "
-                   "memlock is limited: RDMA memory registration fails" % caps["effective"], remedy, data)
+                        "memlock is limited: RDMA memory registration fails" % caps["effective"], remedy, data)
 
 
 def check_dev_infiniband(facts, expect):
@@ -420,16 +420,16 @@ def check_dev_infiniband(facts, expect):
         return _not_applicable("dev_infiniband", "/dev/infiniband absent; not needed in tcp mode", data=data)
     if not expect.rdma:
         return check_result("dev_infiniband", PASS,
-                       "/dev/infiniband %s; not needed in tcp mode" % ("present" if dev["present"] else "absent"),
-                       data=data)
+                            "/dev/infiniband %s; not needed in tcp mode" % ("present" if dev["present"] else "absent"),
+                            data=data)
     remedy = ("Request the RDMA resources of cluster_rdma_nics in the pod (the device plugin adds their "
               "/dev/infiniband entries); with host networking, mount the host's /dev/infiniband.")
     if not dev["present"]:
         return check_result("dev_infiniband", FAIL, "/dev/infiniband is missing: verbs cannot open any RDMA device",
-                       remedy, data)
+                            remedy, data)
     if not uverbs:
         return check_result("dev_infiniband", FAIL, "/dev/infiniband holds no uverbs device (%s)"
-                       % (", ".join(dev["entries"]) or "empty"), remedy, data)
+                            % (", ".join(dev["entries"]) or "empty"), remedy, data)
     return check_result("dev_infiniband", PASS, "/dev/infiniband: %s" % ", ".join(dev["entries"]), data=data)
 
 
@@ -453,8 +453,8 @@ def _rails_result(name, table, remedy_far):
     message = "every GPU has a NIC on its own PCIe switch or host bridge: %s" % table_text
     if table["nics_without_gpu"]:
         return check_result(name, WARN, "%s; no GPU is near %s" % (message, ", ".join(table["nics_without_gpu"])),
-                       "A NIC no GPU is near carries GPU traffic across the CPU if NCCL uses it: leave it out of "
-                       "NCCL_IB_HCA (cluster_rdma_nics) unless it serves storage or management only.", data)
+                            "A NIC no GPU is near carries GPU traffic across the CPU if NCCL uses it: leave it out of "
+                            "NCCL_IB_HCA (cluster_rdma_nics) unless it serves storage or management only.", data)
     return check_result(name, PASS, message, data=data)
 
 
@@ -475,7 +475,7 @@ def check_pod_rails(facts, expect):
     table, interfaces = pod_rail_table(facts)
     if not table["nics"]:
         return check_result("pod_rails", SKIP, "the pod has no RDMA NICs behind its interfaces (%s)"
-                       % (", ".join(interfaces) or "none"), data=table)
+                            % (", ".join(interfaces) or "none"), data=table)
     return _rails_result("pod_rails", table,
                          "The pod's GPUs and NICs were allocated on different NUMA nodes or switches: set the "
                          "kubelet's topologyManagerPolicy to single-numa-node (OpenShift: a PerformanceProfile "
@@ -487,7 +487,7 @@ def check_cpu_placement(facts, expect):
     placement = cpu_placement(facts)
     if not placement["known"]:
         return check_result("cpu_placement", SKIP, "the pod's CPU set or the NUMA nodes' CPU lists are not readable",
-                       data=placement)
+                            data=placement)
     if not placement["gpu_numa_nodes"]:
         return check_result("cpu_placement", SKIP, "no GPU with a known NUMA node", data=placement)
     spread = ", ".join("node %d: %d CPU(s)" % item for item in placement["cpus_per_numa_node"].items())
@@ -498,20 +498,20 @@ def check_cpu_placement(facts, expect):
         problems.append("CPUs on NUMA node(s) %s where none of its GPUs is" % ", ".join(map(str, placement["spans"])))
     if problems:
         return check_result("cpu_placement", WARN, "the pod may run on CPUs %s (%s): %s; the first suspect when a job "
-                       "is slower under Kubernetes than on the same hosts without it"
-                       % (placement["allowed_list"], spread, "; ".join(problems)),
-                       "Give the kubelet cpuManagerPolicy static with topologyManagerPolicy single-numa-node (or "
-                       "restricted) and the pods Guaranteed QoS (whole CPUs, requests equal to limits); on "
-                       "OpenShift, a PerformanceProfile does both.", placement)
+                            "is slower under Kubernetes than on the same hosts without it"
+                            % (placement["allowed_list"], spread, "; ".join(problems)),
+                            "Give the kubelet cpuManagerPolicy static with topologyManagerPolicy single-numa-node (or "
+                            "restricted) and the pods Guaranteed QoS (whole CPUs, requests equal to limits); on "
+                            "OpenShift, a PerformanceProfile does both.", placement)
     return check_result("cpu_placement", PASS, "the pod's CPUs %s are on its GPUs' NUMA node(s) %s"
-                   % (placement["allowed_list"], ", ".join(map(str, placement["gpu_numa_nodes"]))), data=placement)
+                        % (placement["allowed_list"], ", ".join(map(str, placement["gpu_numa_nodes"]))), data=placement)
 
 
 def check_kubelet_topology(facts, expect):
     kubelet = facts.get("kubelet") or {}
     if not kubelet.get("source"):
         return check_result("kubelet_topology", SKIP, "no kubelet configuration found on the node (%s)"
-                       % ", ".join("/var/lib/kubelet/config.yaml /etc/kubernetes/kubelet.conf".split()), data=kubelet)
+                            % ", ".join("/var/lib/kubelet/config.yaml /etc/kubernetes/kubelet.conf".split()), data=kubelet)
     nodes = sorted(set(gpu["numa_node"] for gpu in facts["nvidia"]["gpus"]
                        if gpu.get("numa_node") is not None and gpu["numa_node"] >= 0))
     settings = ", ".join("%s=%s" % (name, kubelet[name]) for name in
@@ -520,12 +520,12 @@ def check_kubelet_topology(facts, expect):
                and kubelet["cpuManagerPolicy"] == "static")
     if aligned or len(nodes) < 2:
         return check_result("kubelet_topology", PASS, "%s (%s; GPUs on %d NUMA node(s))"
-                       % (settings, kubelet["source"], len(nodes)), data=kubelet)
+                            % (settings, kubelet["source"], len(nodes)), data=kubelet)
     return check_result("kubelet_topology", WARN, "the GPUs are on NUMA nodes %s and the kubelet does not keep a pod's "
-                   "CPUs, GPUs and NICs on one: %s (%s)" % (", ".join(map(str, nodes)), settings, kubelet["source"]),
-                   "Set cpuManagerPolicy: static and topologyManagerPolicy: single-numa-node (or restricted) in the "
-                   "kubelet configuration (OpenShift: a PerformanceProfile with numa.topologyPolicy); the kubelet "
-                   "needs its cpu_manager_state removed when the CPU policy changes.", kubelet)
+                        "CPUs, GPUs and NICs on one: %s (%s)" % (", ".join(map(str, nodes)), settings, kubelet["source"]),
+                        "Set cpuManagerPolicy: static and topologyManagerPolicy: single-numa-node (or restricted) in the "
+                        "kubelet configuration (OpenShift: a PerformanceProfile with numa.topologyPolicy); the kubelet "
+                        "needs its cpu_manager_state removed when the CPU policy changes.", kubelet)
 
 
 CHECKS = dict((name, globals()["check_" + name]) for name in CHECK_NAMES + POD_CHECK_NAMES)
@@ -543,8 +543,8 @@ def run_checks(facts, expect, only=None, in_pod=False):
             results.append(CHECKS[name](facts, expect))
         except Exception as exc:  # a malformed snapshot must not stop the other checks
             results.append(check_result(name, FAIL, "check could not evaluate the node's facts: %s: %s"
-                                   % (type(exc).__name__, exc),
-                                   "Look at the facts' errors list for files that could not be read."))
+                                        % (type(exc).__name__, exc),
+                                        "Look at the facts' errors list for files that could not be read."))
     return results
 
 

@@ -143,3 +143,16 @@ def test_the_values_hold_the_roles_defaults_a_play_cannot_see_yet_converted():
     given = check_settings(dict(variables, statefulset_require_verified_nodes="true"), collection=collection,
                            names=list(variables) + ["statefulset_require_verified_nodes"])
     assert given["values"]["statefulset_require_verified_nodes"] is True
+
+
+def test_a_default_the_play_cannot_see_contradicts_nothing():
+    from ansible_collections.mlinfra.multinode.plugins.filter.checked_settings import collection_names
+    collection = collection_names()
+    # site.yml's first play: no soak runs, soak_workload's default is bench.
+    variables = dict(GOOD, cluster_security_mode="privileged", verify_bench="false")
+    checked = check_settings(variables, collection=collection, names=list(variables))
+    assert checked["errors"] == [] and checked["values"]["soak_workload"] == "bench"
+    # Set where the play sees it, the same pair is refused.
+    seen = check_settings(dict(variables, soak_workload="bench"), collection=collection,
+                          names=list(variables) + ["soak_workload"])
+    assert [error["variable"] for error in seen["errors"]] == ["soak_workload"]
