@@ -63,7 +63,7 @@ def _checked_inventory(inventory):
     checked = check_settings(values)
     assert checked["errors"] == [], checked["errors"]
     values.update(checked["values"])
-    # What the roles pass on from the cluster role's cluster_pod_runtime.
+    # What the roles pass on from the filter pod_runtime_files.
     values["pod_runtime_keys"] = sorted(runtime_files(REPO)[RUNTIME])
     return values
 
