@@ -27,6 +27,7 @@ __metaclass__ = type
 
 import ast
 import os
+import shutil
 
 PROGRAM = "mlinfra"
 # ConfigMap name suffixes (after the app's name), and where each is mounted
@@ -129,3 +130,22 @@ def runtime_files(root):
         TRAIN_ASSETS: dict((name, os.path.join(train, name)) for name in sorted(os.listdir(train))
                            if os.path.isfile(os.path.join(train, name)) and not name.startswith(".")),
     }
+
+
+def lay_out(root, directory):
+    """Copies what the pods get into ``directory`` as their volumes lay it
+    out (module_utils at its paths, the program executable, the demo's
+    files): the pods' view of the collection, for running it elsewhere."""
+    files = runtime_files(root)
+    for item in volume_items(files[RUNTIME]):
+        target = os.path.join(directory, "plugins", "module_utils", item["path"])
+        if not os.path.isdir(os.path.dirname(target)):
+            os.makedirs(os.path.dirname(target))
+        shutil.copy(files[RUNTIME][item["key"]], target)
+    for key, place in ((PROGRAMS, ("files", "bin")), (TRAIN_ASSETS, ("files", "train"))):
+        if not os.path.isdir(os.path.join(directory, *place)):
+            os.makedirs(os.path.join(directory, *place))
+        for name, path in files[key].items():
+            shutil.copy(path, os.path.join(directory, *(place + (name,))))
+    os.chmod(os.path.join(directory, "files", "bin", PROGRAM), 0o755)
+    return files

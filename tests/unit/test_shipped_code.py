@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_commands import SUBCOMMANDS
 from ansible_collections.mlinfra.multinode.plugins.module_utils.pod_runtime import PROGRAMS, RUNTIME, TRAIN_ASSETS, \
-    programs, runtime_files, shipped_module_utils, volume_items
+    lay_out, programs, runtime_files, shipped_module_utils
 from conftest import REPO
 from test_containerfile import CONTAINERFILE, instructions
 
@@ -41,15 +41,7 @@ def _run(directory, argv):
 
 def _as_the_pods_mount_them(tmp_path):
     """The ConfigMaps' keys where the StatefulSet's volumes put them."""
-    files = runtime_files(REPO)
-    for item in volume_items(files[RUNTIME]):
-        target = tmp_path / "plugins" / "module_utils" / item["path"]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(files[RUNTIME][item["key"]], str(target))
-    for key, directory in ((PROGRAMS, "files/bin"), (TRAIN_ASSETS, "files/train")):
-        (tmp_path / directory).mkdir(parents=True)
-        for name, path in files[key].items():
-            shutil.copy(path, str(tmp_path / directory / name))
+    lay_out(REPO, str(tmp_path))
 
 
 def _as_the_image_build_lays_them_out(tmp_path):

@@ -552,20 +552,11 @@ PY
 program() {
   local shipped="$out/shipped" part
   "$PY" - "$ROOT" "$shipped" <<'PY' || return 1
-import os, shutil, sys
+import os, sys
 root, shipped = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(root, "plugins"))
-from module_utils.pod_runtime import PROGRAMS, RUNTIME, TRAIN_ASSETS, runtime_files, volume_items
-files = runtime_files(root)
-for item in volume_items(files[RUNTIME]):
-    target = os.path.join(shipped, "plugins", "module_utils", item["path"])
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    shutil.copy(files[RUNTIME][item["key"]], target)
-for key, directory in ((PROGRAMS, "files/bin"), (TRAIN_ASSETS, "files/train")):
-    os.makedirs(os.path.join(shipped, directory), exist_ok=True)
-    for name, path in files[key].items():
-        shutil.copy(path, os.path.join(shipped, directory, name))
-os.chmod(os.path.join(shipped, "files", "bin", "mlinfra"), 0o755)
+from module_utils.pod_runtime import RUNTIME, lay_out
+files = lay_out(root, shipped)
 print("shipped %d module_utils files" % len(files[RUNTIME]))
 PY
   : > "$out/summary.txt"
