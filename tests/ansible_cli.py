@@ -326,18 +326,20 @@ def remove_namespace(api_client, namespace):
         if scc["metadata"]["name"].startswith(namespace + "-"):
             _gone(custom.delete_cluster_custom_object, "security.openshift.io", "v1", "securitycontextconstraints",
                   scc["metadata"]["name"])
+    # The namespace controller starts on a deleted namespace only after five
+    # seconds (namespaceDeletionGracePeriod in kube-controller-manager), then
+    # waits out the pods' grace period (30 s for the StatefulSet's) in steps:
+    # waiting for the namespace to go made each clean-up 5 to 16 s. What the
+    # next test needs gone is the pods, which hold their nodes' GPUs: once
+    # the namespace is terminating nothing can make new ones, and its pods go
+    # at once; the rest goes on its own (every test has a namespace of its
+    # own). teardown.yml's own tests delete the graceful way and wait.
     _gone(core.delete_namespace, namespace)
-    # Until its pods are gone they hold their nodes' GPUs, which the next
-    # test may need (teardown.yml waits for them too).
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespace(namespace)
-        except client.ApiException as err:
-            assert err.status == 404, err
-            return
-        time.sleep(0.5)
-    raise AssertionError("namespace %s was still there 180 s after it was deleted" % namespace)
+    while core.list_namespaced_pod(namespace).items:
+        assert time.monotonic() < deadline, "pods of namespace %s were still there 180 s after it was deleted" % namespace
+        time.sleep(0.2)
 
 
 def _gone(delete, *args):

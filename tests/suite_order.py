@@ -10,29 +10,29 @@ the short ones even out the end. The files not listed keep their order,
 after these.
 """
 
-# Wall seconds of each file on one worker of `scripts/test.sh pytest`
+# Wall seconds of each file on one worker of scripts/test.sh's pytest stage
 # (`pytest --durations=0`, setup, call and teardown of its tests summed;
-# docs/PERFORMANCE.md, "Lanes after pytest"), longest first.
+# run of 2026-11-28 at 18f3b13), longest first.
 LONGEST_FIRST = (
-    "tests/integration/test_sriov.py",           # 341
-    "tests/integration/test_train_jobs.py",      # 295
-    "tests/integration/test_verify.py",          # 291
-    "tests/integration/test_deploy.py",          # 283
-    "tests/integration/test_soak_attribution.py",  # 265 (two soaks of four runs)
-    "tests/integration/test_image.py",           # 254
-    "tests/integration/test_bench.py",           # 225
-    "tests/integration/test_train.py",           # 207
-    "tests/integration/test_site.py",            # 159
-    "tests/integration/test_deploy_read.py",     # 108
-    "tests/integration/test_render_matrix.py",   # about 100 (4 render.yml runs, 80 dry-run sets)
-    "tests/integration/test_render.py",          # 92
-    "tests/integration/test_api_faults.py",      # 88
-    "tests/unit/test_train_launch_gloo.py",      # 71
-    "tests/unit/test_torchtitan_config.py",      # 52
-    "tests/unit/test_awx_playbook.py",           # 41
-    "tests/integration/test_hostile_input.py",   # 32
-    "tests/unit/test_collective_bench_gloo.py",  # 23
-    "tests/unit/test_pod_bench.py",              # 18
+    "tests/integration/test_train.py",           # 327
+    "tests/integration/test_deploy.py",          # 301
+    "tests/integration/test_train_jobs.py",      # 253
+    "tests/integration/test_sriov.py",           # 240
+    "tests/integration/test_verify.py",          # 197
+    "tests/integration/test_soak_attribution.py",  # 174 (two soaks of four runs)
+    "tests/integration/test_image.py",           # 171
+    "tests/integration/test_site.py",            # 131
+    "tests/integration/test_bench.py",           # 118
+    "tests/integration/test_render_matrix.py",   # 87 (4 render.yml runs, 80 dry-run sets)
+    "tests/integration/test_deploy_read.py",     # 78
+    "tests/unit/test_train_launch_gloo.py",      # 64
+    "tests/integration/test_render.py",          # 49
+    "tests/integration/test_api_faults.py",      # 48
+    "tests/integration/test_hostile_input.py",   # 41
+    "tests/unit/test_awx_playbook.py",           # 37
+    "tests/unit/test_torchtitan_config.py",      # 31
+    "tests/unit/test_collective_bench_gloo.py",  # 24
+    "tests/unit/test_pod_bench.py",              # 16
 )
 
 

@@ -72,6 +72,10 @@ def runs_in_progress(exec_pods, job_pods):
     return verdicts.runs_in_progress(_list(exec_pods, "runs_in_progress"), _list(job_pods, "job_pods"))
 
 
+def runs_going(runs):
+    return verdicts.runs_going(_list(runs, "runs_going"))
+
+
 def soak_report(meta, runs, judged):
     return verdicts.soak_report(_list(runs, "soak_report"), _list(judged, "judged"), meta)
 
@@ -98,6 +102,7 @@ class FilterModule(object):
             "fitness_line": fitness_line,
             "run_state": run_state,
             "job_run_state": job_run_state,
+            "runs_going": runs_going,
             "soak_report": soak_report,
             "soak_run_facts": soak_run_facts,
             "node_port_deltas": node_port_deltas,

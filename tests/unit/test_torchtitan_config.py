@@ -6,6 +6,7 @@ version the image installs (.work/torchtitan-config, scripts/setup.sh)."""
 
 import json
 import os
+import resource
 import subprocess
 
 import yaml
@@ -32,10 +33,23 @@ print(json.dumps({"steps": c.training.steps, "batch": c.training.local_batch_siz
 """
 
 
+def _limit_cpu_seconds():
+    resource.setrlimit(resource.RLIMIT_CPU, (PARSE_CPU_SECONDS, PARSE_CPU_SECONDS))
+
+
+# The parse needs a few seconds of CPU. The oldest-core stage runs these tests
+# at nice 19 beside pytest's two workers, where importing torch waited more
+# than two minutes for a core: a parse that runs away is stopped by its CPU
+# time, and the wall-clock limit only guards against one that hangs.
+PARSE_CPU_SECONDS = 120
+PARSE_WALL_SECONDS = 1200
+
+
 def torchtitan_parse(argv):
     env = dict(os.environ, PYTHONPATH=TORCHTITAN)
     done = subprocess.run([WORKLOAD_PYTHON, "-c", PARSE] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, timeout=120, check=False)
+                          universal_newlines=True, env=env, timeout=PARSE_WALL_SECONDS, check=False,
+                          preexec_fn=_limit_cpu_seconds)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -549,6 +549,38 @@ def runs_in_progress(exec_pods, job_pods):
     return [{"run": run, "mode": mode, "pods": sorted(pods)} for (run, mode), pods in sorted(runs.items())]
 
 
+# How each start mode's object says it has ended, as its controller writes
+# it: a condition of one of these types with status "True" (batch/v1 Job;
+# Kubeflow Training Operator v1; JobSet; Kubeflow Trainer v2), or, for a
+# Volcano Job, one of these phases in status.state.
+ENDED_CONDITIONS = {
+    "Job": ("Complete", "Failed"),
+    "PyTorchJob": ("Succeeded", "Failed"),
+    "JobSet": ("Completed", "Failed"),
+    "TrainJob": ("Complete", "Failed"),
+}
+ENDED_PHASES = {"Job": ("Completed", "Failed", "Terminated", "Aborted")}  # Volcano's batch.volcano.sh Job
+_VOLCANO_GROUP = "batch.volcano.sh/"
+
+
+def run_object_ended(run):
+    """Whether a run's object (as k8s_info returns it) says its run has
+    ended; one with no status yet has not."""
+    kind = run.get("kind", "")
+    status = run.get("status") or {}
+    if (run.get("apiVersion") or "").startswith(_VOLCANO_GROUP):
+        return ((status.get("state") or {}).get("phase") or "") in ENDED_PHASES["Job"]
+    ended = ENDED_CONDITIONS.get(kind, ())
+    return any(condition.get("type") in ended and condition.get("status") == "True"
+               for condition in status.get("conditions") or ())
+
+
+def runs_going(runs):
+    """The names of the run objects that have not ended, sorted: the runs a
+    stop has to delete (an ended run keeps its object and pods for its logs)."""
+    return sorted(run["metadata"]["name"] for run in runs if not run_object_ended(run))
+
+
 # -- soak runs ---------------------------------------------------------------
 
 

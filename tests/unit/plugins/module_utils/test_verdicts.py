@@ -419,11 +419,12 @@ def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
     assert sorted(filters) == ["bench_line", "bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
                                "node_verdicts",
-                               "pod_verdicts", "run_state", "runs_in_progress", "soak_report", "soak_run_facts",
-                               "verify_report"]
+                               "pod_verdicts", "run_state", "runs_going", "runs_in_progress", "soak_report",
+                               "soak_run_facts", "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
     assert filters["run_state"](said("running")) == "running"
+    assert filters["runs_going"]([_run("r", "batch/v1", "Job", _conditions(("Complete", "False")))]) == ["r"]
     assert filters["verify_report"](META, [node("a", "pass")], None, None, [], None)["verdict"] == "pass"
     # A pod never scheduled has no node and no facts; what is unknown is left out.
     assert filters["soak_run_facts"]([{"pod": "p-0", "node": "n1", "uid": "u", "nccl": {}, "placement": None},
@@ -491,3 +492,44 @@ def test_a_soak_says_what_its_benchmark_runs_did_not_check():
     for run in runs:
         del run["not_checked"]
     assert v.soak_report(runs, [], {"cluster": "c"})["not_checked_words"] == ""
+
+
+def _run(name, api_version, kind, status=None):
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status}
+
+
+def _conditions(*types_and_statuses):
+    return {"conditions": [{"type": kind, "status": status} for kind, status in types_and_statuses]}
+
+
+@pytest.mark.parametrize("api_version,kind,ended,going", [
+    # Each controller's own words for an end (their API types' constants),
+    # and what it writes while the run goes on.
+    ("batch/v1", "Job", _conditions(("SuccessCriteriaMet", "True"), ("Complete", "True")),
+     _conditions(("Suspended", "False"))),
+    ("batch/v1", "Job", _conditions(("FailureTarget", "True"), ("Failed", "True")), None),
+    ("kubeflow.org/v1", "PyTorchJob", _conditions(("Created", "True"), ("Running", "False"), ("Succeeded", "True")),
+     _conditions(("Created", "True"), ("Running", "True"))),
+    ("kubeflow.org/v1", "PyTorchJob", _conditions(("Failed", "True")), _conditions(("Restarting", "True"))),
+    ("batch.volcano.sh/v1alpha1", "Job", {"state": {"phase": "Completed"}}, {"state": {"phase": "Completing"}}),
+    ("batch.volcano.sh/v1alpha1", "Job", {"state": {"phase": "Aborted"}}, {"state": {"phase": "Aborting"}}),
+    ("batch.volcano.sh/v1alpha1", "Job", {"state": {"phase": "Terminated"}}, {"state": {"phase": "Running"}}),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", _conditions(("Completed", "True")),
+     _conditions(("StartupPolicyCompleted", "True"), ("Completed", "False"))),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", _conditions(("Failed", "True")), _conditions(("Suspended", "True"))),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob", _conditions(("Complete", "True")),
+     _conditions(("Suspended", "False"))),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob", _conditions(("Failed", "True")), {}),
+])
+def test_a_run_is_going_until_its_controller_says_it_ended(api_version, kind, ended, going):
+    runs = [_run("b-ended", api_version, kind, ended), _run("a-going", api_version, kind, going),
+            _run("c-new", api_version, kind)]
+    assert v.runs_going(runs) == ["a-going", "c-new"]
+
+
+def test_a_volcano_job_is_not_read_as_a_batch_job_nor_the_other_way():
+    # Both kinds are "Job": a Volcano Job ends by its phase, a batch/v1 Job
+    # by its conditions; neither's words end the other.
+    volcano = _run("volcano", "batch.volcano.sh/v1alpha1", "Job", _conditions(("Complete", "True")))
+    batch = _run("batch", "batch/v1", "Job", {"state": {"phase": "Completed"}})
+    assert v.runs_going([volcano, batch]) == ["batch", "volcano"]
