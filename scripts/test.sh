@@ -20,9 +20,10 @@
 #   oldest-sanity ansible-test sanity with ansible-core 2.20
 # Every stage runs even when an earlier one failed; the script exits non-zero
 # if any failed, after a summary with each stage's time. sanity,
-# oldest-sanity, lint and oldest-core start beside pytest at nice 19; after
-# pytest the others run in MLINFRA_TEST_LANES (2) lanes at once; the outputs
-# are printed whole, stage by stage, when all are done.
+# oldest-sanity, lint, oldest-core and molecule start beside pytest, in turn,
+# at a low CPU priority; after pytest what they have not started runs in
+# MLINFRA_TEST_LANES (2) lanes at once; the outputs are printed whole, stage
+# by stage, when all are done.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -151,30 +152,38 @@ run_stage() {  # <stage>: runs it with its banner and time; counts it
 # lanes at once, each lane taking the next stage no lane has taken, in the
 # order of LONGEST_FIRST (their seconds in a run in turn, then in lanes,
 # where molecule slows most; docs/PERFORMANCE.md).
-# The stages that need no cluster and keep no tight time (BESIDE_PYTEST)
-# start in one more lane with pytest, at the lowest CPU priority (nice 19):
-# they take the CPU pytest's workers leave idle and give way to them
-# otherwise. (At the normal priority beside pytest they slowed the
-# integration tests into their timeouts.) oldest-core's unit tests allow
-# minutes per playbook run; sanity, oldest-sanity and lint were done about
-# seven minutes into pytest, which left that lane idle for the rest. When
-# pytest ends, that lane goes on with its stage while the others take the
-# rest.
+# The stages that keep no tight time (BESIDE_PYTEST) start in one more lane
+# with pytest, each at a low CPU priority (BESIDE_NICE): they take the CPU
+# pytest's workers leave idle and give way to them otherwise. (At the normal
+# priority beside pytest they slowed the integration tests into their
+# timeouts.) sanity, oldest-sanity, lint and oldest-core, which need no
+# cluster, run at nice 19 and were done about ten minutes into pytest, which
+# left that lane idle for the rest; molecule, which runs a local cluster of
+# its own, follows them at nice 10, not 19: its control plane's leader
+# elections renew every few seconds and must not wait on a busy machine.
+# Run after pytest, molecule took its 80 s after the suite's longest stage.
+# When pytest ends, that lane goes on with its stage while the others take
+# the rest.
 # Each stage's output goes to .work/test-logs/<stage>.log, a line says when
 # it ended, and the outputs are printed whole, in the order the stages were
 # asked for, when all are done. MLINFRA_TEST_LANES=1 runs them in turn.
 LANES="${MLINFRA_TEST_LANES:-2}"
 [[ "$LANES" =~ ^[1-9][0-9]*$ ]] || die "MLINFRA_TEST_LANES must be a whole number of 1 or more, not '$LANES'"
 LONGEST_FIRST=(oldest-core molecule sanity oldest-sanity lint)  # 121, 141, 83, 81, 46 s in lanes (bd5fe81)
-BESIDE_PYTEST=(sanity oldest-sanity lint oldest-core)
+BESIDE_PYTEST=(sanity oldest-sanity lint oldest-core molecule)
+declare -A BESIDE_NICE=([sanity]=19 [oldest-sanity]=19 [lint]=19 [oldest-core]=19 [molecule]=10)
 LANE_LOGS="$WORK/test-logs"
 
-run_lane() {  # <stage...>: runs, in turn, each one that no other lane took
-  local stage started status
+run_lane() {  # <beside pytest: 1 or 0> <stage...>: runs, in turn, each one that no other lane took
+  local beside="$1" stage started status niceness
+  shift
   for stage in "$@"; do
     mkdir "$LANE_LOGS/$stage.taken" 2>/dev/null || continue
     started=$SECONDS
-    if "stage_${stage//-/_}" > "$LANE_LOGS/$stage.log" 2>&1; then status=ok; else status=FAILED; fi
+    niceness=0
+    (( beside )) && niceness="${BESIDE_NICE[$stage]}"
+    if ( (( niceness == 0 )) || renice -n "$niceness" -p "$BASHPID" >/dev/null
+         "stage_${stage//-/_}" ) > "$LANE_LOGS/$stage.log" 2>&1; then status=ok; else status=FAILED; fi
     printf '%s %d\n' "$status" "$(( SECONDS - started ))" > "$LANE_LOGS/$stage.status"
     log "$stage: $status in $(( SECONDS - started ))s (its output follows when every stage is done)"
   done
@@ -201,8 +210,8 @@ if (( ${#in_lanes[@]} )); then
     [[ " ${in_lanes[*]} " == *" $stage "* && " ${in_turn[*]} " == *" pytest "* ]] && beside+=("$stage")
   done
   if (( ${#beside[@]} )); then
-    log "beside pytest at nice 19: ${beside[*]}"
-    ( renice -n 19 -p "$BASHPID" >/dev/null; run_lane "${beside[@]}" ) &
+    log "beside pytest, in turn: $(for stage in "${beside[@]}"; do printf '%s (nice %s) ' "$stage" "${BESIDE_NICE[$stage]}"; done)"
+    run_lane 1 "${beside[@]}" &
     lane_pids+=("$!")
   fi
 fi
@@ -217,7 +226,7 @@ if (( ${#in_lanes[@]} )); then
   done
   log "in $LANES lanes, longest first: ${lane_order[*]}"
   for _ in $(seq "$LANES"); do
-    run_lane "${lane_order[@]}" &
+    run_lane 0 "${lane_order[@]}" &
     lane_pids+=("$!")
   done
   wait "${lane_pids[@]}"
