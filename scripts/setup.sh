@@ -25,7 +25,8 @@
 #   ~/.ansible/test/venv/      ansible-test's sanity environments, created here
 #                              ahead of time (--prime-venvs) so tests need no downloads
 #   ~/.cache/mlinfra-multinode/bin/
-#                              the local cluster's binaries (tools/localcluster/build.sh, from the
+#                              the local cluster's binaries and the operators it starts on demand
+#                              (tools/localcluster/build.sh --operators all, from the
 #                              Go module proxy), built beside the steps above: minutes on a cold
 #                              Go cache, which would otherwise be waited for by the first
 #                              `make cluster-up` or integration test
@@ -217,7 +218,7 @@ EOF
 }
 
 build_log="$WORK/build.log"
-bash "$ROOT/tools/localcluster/build.sh" >"$build_log" 2>&1 &
+bash "$ROOT/tools/localcluster/build.sh" --operators all >"$build_log" 2>&1 &
 build_pid=$!
 # A setup that fails stops the build too.
 trap 'pkill -P "$build_pid" 2>/dev/null || true; kill "$build_pid" 2>/dev/null || true' EXIT

@@ -25,6 +25,7 @@ LONGEST_FIRST = (
     "tests/integration/test_bench.py",           # 118
     "tests/integration/test_render_matrix.py",   # 87 (4 render.yml runs, 80 dry-run sets)
     "tests/integration/test_deploy_read.py",     # 78
+    "tests/integration/test_train_controllers.py",  # about 45 (JobSet through its controller)
     "tests/unit/test_train_launch_gloo.py",      # 64
     "tests/integration/test_render.py",          # 49
     "tests/integration/test_api_faults.py",      # 48

@@ -141,3 +141,23 @@ def real_namespaces(api_client):
     yield ensure
     for name in created:
         core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def operator_controllers(localcluster, request):
+    """The operators a test module names in OPERATORS, built if needed (the
+    progress shown) and started on this worker's cluster for that module
+    only: the other modules meet the cluster as a user without them does."""
+    names = tuple(request.module.OPERATORS)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    runner = localcluster.operator_runner()
+    try:
+        with capture.global_and_fixture_disabled():
+            localcluster.ensure_binaries(names)
+            for name in names:
+                runner.start(name)
+        localcluster.verify_loopback_only()
+        yield runner
+    finally:
+        for name in names:
+            runner.stop(name)

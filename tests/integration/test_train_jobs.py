@@ -5,10 +5,12 @@ pod's container command on this machine (tools/localcluster/localcluster.py,
 as it runs exec'd commands), so the pods' launchers rendezvous on 127.0.0.1
 and train the collection's tiny model over gloo, as in the exec start mode.
 
-No Kubeflow or Volcano operator runs here (their CRDs are installed, so the
-objects are stored and validated, but nothing makes their pods): those modes
-are tested up to the object and its deletion, and their pods' script with
-the operators' variables in tests/unit/plugins/module_utils/test_train_jobs.py."""
+No operator runs on this file's cluster (their CRDs are installed, so the
+objects are stored and validated, but nothing makes their pods): the
+operator modes are tested here up to the object and its deletion, as a
+cluster without the operator meets them, and their pods' script with the
+operators' variables in tests/unit/plugins/module_utils/test_train_jobs.py;
+test_train_controllers.py trains through the operators that run here."""
 
 import concurrent.futures
 import json

@@ -13,9 +13,27 @@
 # build; the cache directory's name then carries a hash of the patches
 # (kwok-v0.7.0-p1a2b3c4d), so changing a patch rebuilds.
 #
+# --operators NAME,... (or all) also builds those operators (operators.py
+# starts them on demand), each pinned by go/<name>/go.mod like the rest:
+#   jobset   the JobSet controller and its webhooks (sigs.k8s.io/jobset)
+#
 # Environment: MLINFRA_CACHE_DIR (see above); MLINFRA_BUILD_JOBS (go build -p,
 # default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
+
+KNOWN_OPERATORS=(jobset)
+operators=()
+while (( $# )); do
+  case "$1" in
+    --operators) IFS=, read -ra operators <<< "${2:-}"; shift 2
+                 [[ "${operators[*]}" != all ]] || operators=("${KNOWN_OPERATORS[@]}") ;;
+    *) printf 'build.sh: unknown argument %s (usage: build.sh [--operators NAME,...|all])\n' "$1" >&2; exit 2 ;;
+  esac
+done
+for operator in "${operators[@]}"; do
+  [[ " ${KNOWN_OPERATORS[*]} " == *" $operator "* ]] || {
+    printf 'build.sh: no operator %s (it knows: %s)\n' "$operator" "${KNOWN_OPERATORS[*]}" >&2; exit 2; }
+done
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${MLINFRA_CACHE_DIR:-$HOME/.cache/mlinfra-multinode}/bin"
@@ -163,6 +181,19 @@ build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
 build_component controller-gen "$CONTROLLER_GEN_VERSION" controller-gen "-s -w" \
   controller-gen:sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# The operators asked for: <name> <binary> <main package>, each pinned by go/<name>/.
+build_operator() {  # <name>
+  local version
+  case "$1" in
+    jobset)
+      version="$(required_version jobset sigs.k8s.io/jobset)"
+      build_component jobset "$version" jobset "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$version" \
+        jobset-controller:sigs.k8s.io/jobset
+      ln -sfn "$cache/jobset-$version/jobset-controller" "$cache/current/jobset-controller" ;;
+    *) log "no operator $1 (build.sh knows: ${KNOWN_OPERATORS[*]})"; exit 2 ;;
+  esac
+}
+
 # A stable directory of links, so callers need not know the versions.
 mkdir -p "$cache/current"
 for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube* \
@@ -170,3 +201,6 @@ for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suff
   ln -sfn "$f" "$cache/current/$(basename "$f")"
 done
 log "binaries ready in $cache/current"
+for operator in "${operators[@]}"; do
+  build_operator "$operator"
+done

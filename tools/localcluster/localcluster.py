@@ -75,6 +75,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 import faults  # noqa: E402  (needs the path above)
+import operators  # noqa: E402  (needs the path above)
 import upstream_crds  # noqa: E402  (needs the path above)
 ROOT = HERE.parent.parent
 # The cluster's state directory; the inventory (inventories/local) reads the
@@ -93,6 +94,8 @@ LOG_DIR = WORK / "logs"
 SYNC_PID = WORK / "podsync.pid"
 SYNC_PATH = WORK / "podsync.path"
 SYNC_CODE = WORK / "podsync.code"
+OPERATORS_DIR = WORK / "operators"
+GO_DIR = HERE / "go"
 INVENTORY_VARS = ROOT / "inventories" / "local" / "group_vars" / "all"
 SNAPSHOTS_DIR = ROOT / "tests" / "fixtures" / "nodes"
 FILES_BIN = ROOT / "files" / "bin"
@@ -218,10 +221,12 @@ def snapshot_root(snapshot: str) -> Path:
 # Binaries and the kwokctl configuration
 # --------------------------------------------------------------------------
 
-def ensure_binaries() -> None:
-    """Runs build.sh: a no-op taking well under a second when all is cached."""
+def ensure_binaries(with_operators: tuple[str, ...] = ()) -> None:
+    """Runs build.sh (and builds the operators named): a no-op taking well
+    under a second when all is cached."""
     started = time.monotonic()
-    result = subprocess.run(["bash", str(BUILD)], stdout=sys.stderr, stderr=sys.stderr, check=False)
+    extra = ["--operators", ",".join(with_operators)] if with_operators else []
+    result = subprocess.run(["bash", str(BUILD), *extra], stdout=sys.stderr, stderr=sys.stderr, check=False)
     if result.returncode != 0:
         raise ClusterError(f"{BUILD.relative_to(ROOT)} failed (exit status {result.returncode})")
     missing = [b for b in BINARIES if not (BIN / b).exists()]
@@ -487,9 +492,15 @@ def config_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def up(timeout: float = 120) -> None:
+def operator_runner(api: Api | None = None) -> operators.Runner:
+    return operators.Runner(OPERATORS_DIR, LOG_DIR, BIN, GO_DIR, CLUSTER_DIR / "kubeconfig.yaml",
+                            api or Api(), log)
+
+
+def up(timeout: float = 120, with_operators: tuple[str, ...] = ()) -> None:
     started = time.monotonic()
-    ensure_binaries()
+    operators.known(list(with_operators))
+    ensure_binaries(with_operators)
     WORK.mkdir(parents=True, exist_ok=True)
     nodes = inventory_nodes()
     config = kwokctl_config()
@@ -524,6 +535,9 @@ def up(timeout: float = 120) -> None:
     apply_nodes(api, nodes)
     ensure_podsync()
     wait_nodes(api, [n["metadata"]["name"] for n in nodes], timeout)
+    runner = operator_runner(api)
+    for name in with_operators:
+        runner.start(name, timeout)
     verify_loopback_only()
     elapsed = time.monotonic() - started
     if current == "running":
@@ -841,8 +855,14 @@ def listening_sockets(pids: set[int]) -> list[str]:
     return found
 
 
+def operator_pids() -> dict[str, int]:
+    """The operators running for this cluster, by name (none when it is not
+    up: reading their state needs no API)."""
+    return operators.running_pids(OPERATORS_DIR)
+
+
 def verify_loopback_only() -> None:
-    pids = {p for p in component_pids().values() if p}
+    pids = {p for p in [*component_pids().values(), *operator_pids().values()] if p}
     exposed = [a for a in listening_sockets(pids) if not a.startswith(("127.", "::1"))]
     if exposed:
         raise ClusterError(f"a control-plane process listens beyond loopback: {', '.join(exposed)}")
@@ -850,6 +870,9 @@ def verify_loopback_only() -> None:
 
 def down(quiet: bool = False) -> None:
     stop_podsync()
+    for pid in operator_pids().values():
+        os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(OPERATORS_DIR, ignore_errors=True)
     # What the pods' exec sessions left running (a detached training
     # launch) would outlive the cluster and hold its ports.
     stop_pod_processes(PODS_DIR)
@@ -881,7 +904,7 @@ def status() -> int:
     print(f"cluster   {NAME}: {st} ({CLUSTER_DIR})")
     sync = podsync_pid()
     total = 0
-    for name, pid in [*component_pids().items(), ("podsync", sync)]:
+    for name, pid in [*component_pids().items(), ("podsync", sync), *operator_pids().items()]:
         if pid:
             rss = rss_kib(pid)
             total += rss
@@ -1375,6 +1398,11 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="build if needed, start, wait until the API and every node are Ready")
     p_up.add_argument("--timeout", type=float, default=120)
+    p_up.add_argument("--operators", default="", metavar="NAME,...",
+                      help="also build (if needed) and start these operators: %s" % ", ".join(operators.OPERATORS))
+    p_operator = sub.add_parser("operator", help="start or stop operators of the running cluster")
+    p_operator.add_argument("action", choices=("start", "stop"))
+    p_operator.add_argument("names", nargs="+", metavar="NAME")
     sub.add_parser("down", help="stop the cluster and delete its state")
     sub.add_parser("status", help="print the state; exit status 0 only if up and healthy")
     sub.add_parser("kubeconfig", help="print the path of the kubeconfig")
@@ -1385,7 +1413,17 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `status | head` is fine
     try:
         if args.command == "up":
-            up(args.timeout)
+            up(args.timeout, tuple(name for name in args.operators.split(",") if name))
+        elif args.command == "operator":
+            operators.known(args.names)
+            if args.action == "start":
+                if not is_up():
+                    raise ClusterError("the cluster is not up: cluster.sh up --operators " + ",".join(args.names))
+                ensure_binaries(tuple(args.names))
+            runner = operator_runner()
+            for name in args.names:
+                getattr(runner, args.action)(name)
+            verify_loopback_only()
         elif args.command == "down":
             down()
         elif args.command == "status":
@@ -1396,7 +1434,7 @@ def main(argv: list[str]) -> int:
             os.execv(str(BIN / "kubectl"), ["kubectl", "--kubeconfig", str(KUBECONFIG), *args.args])
         elif args.command == "podsync":
             return podsync()
-    except ClusterError as err:
+    except (ClusterError, operators.OperatorError) as err:
         log(f"error: {err}")
         return 1
     return 0
