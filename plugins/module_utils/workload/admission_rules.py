@@ -37,6 +37,11 @@ Rules that depend on the cluster (the SR-IOV operator's supported NIC list,
 a Volcano queue's state, whether a runtime exists) are the roles' live
 checks, not these.
 
+Held to the real webhooks where the local cluster runs the operator: the
+JobSet rules agree with the JobSet operator's own webhook on every variation
+of tests/integration/test_train_controllers.py (names at the length limits,
+subdomains, policies); where they disagree, the webhook is right.
+
 Standard library only.
 """
 
