@@ -204,10 +204,15 @@ def _ready(port: int) -> bool:
         return False
 
 
+def state_path(state_dir: Path, name: str) -> Path:
+    """Where the pid and ports of a started operator are kept."""
+    return state_dir / (name + ".json")
+
+
 def running_state(state_dir: Path, name: str) -> dict | None:
     """{pid, ports} of the operator if it runs, else None."""
     try:
-        found = json.loads((state_dir / (name + ".json")).read_text())
+        found = json.loads(state_path(state_dir, name).read_text())
     except (OSError, ValueError):
         return None
     return found if _alive(found["pid"], OPERATORS[name].binary) else None
@@ -228,9 +233,6 @@ class Runner:
                  log: Callable[[str], None]):
         self.state_dir, self.log_dir, self.bin_dir = state_dir, log_dir, bin_dir
         self.go_dir, self.kubeconfig, self.api, self.log = go_dir, kubeconfig, api, log
-
-    def _state_path(self, name: str) -> Path:
-        return self.state_dir / (name + ".json")
 
     def state(self, name: str) -> dict | None:
         return running_state(self.state_dir, name)
@@ -263,7 +265,7 @@ class Runner:
             process = subprocess.Popen([str(binary), *args], cwd=directory, stdout=log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True,
                                        env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
-        self._state_path(name).write_text(json.dumps({"pid": process.pid, "ports": ports}))
+        state_path(self.state_dir, name).write_text(json.dumps({"pid": process.pid, "ports": ports}))
         while not _ready(ports["health"]):
             if process.poll() is not None or time.monotonic() - started > timeout:
                 self.stop(name)
@@ -298,4 +300,4 @@ class Runner:
                 time.sleep(0.1)
             if _alive(running["pid"], OPERATORS[name].binary):
                 os.killpg(running["pid"], signal.SIGKILL)
-        self._state_path(name).unlink(missing_ok=True)
+        state_path(self.state_dir, name).unlink(missing_ok=True)
