@@ -7,6 +7,7 @@ so the launchers rendezvous on 127.0.0.1 and train the collection's tiny
 model over gloo, as in the job start mode (test_train_jobs.py)."""
 
 import json
+import time
 
 import pytest
 from ansible_cli import deployment, run_playbook
@@ -15,7 +16,7 @@ from test_train import assert_summary_line, launched_processes
 
 pytestmark = pytest.mark.integration
 
-OPERATORS = ("jobset",)
+OPERATORS = ("jobset", "trainer")
 HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 
 
@@ -58,6 +59,37 @@ def test_a_jobset_trains_through_the_jobset_controller(api_client, deployed, tmp
         assert (owner.kind, owner.name) == ("Job", "jobset-ok-node-0")
         assert pod.metadata.labels["jobset.sigs.k8s.io/jobset-name"] == "jobset-ok"
     assert launched_processes("JobSet-OK") == []
+
+
+def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(api_client, deployed, tmp_path):
+    """Trainer v2 makes the JobSet from the deployment's TrainingRuntime and
+    the run's TrainJob; the JobSet controller makes its Jobs."""
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="trainjob", train_run_id="TrainJob-OK",
+                                                  train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (said,) = run.results("Report the run")
+    assert_summary_line(said["msg"], "TrainJob-OK", tmp_path / "TrainJob-OK")
+    for status in json.loads((tmp_path / "TrainJob-OK" / "summary.json").read_text())["status"]:
+        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    resources = dynamic.DynamicClient(api_client).resources
+    trainjob = resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind="TrainJob").get(
+        namespace=namespace, name="trainjob-ok")
+    conditions = {c["type"]: c["status"] for c in trainjob.status.conditions}
+    assert conditions.get("Complete") == "True", conditions
+    # Trainer's defaulting webhook stamps the time of each runtime patch.
+    assert trainjob.spec.runtimePatches[0].time
+    jobset = jobsets(api_client).get(namespace=namespace, name="trainjob-ok")
+    (owner,) = jobset.metadata.ownerReferences
+    assert (owner.kind, owner.name) == ("TrainJob", "trainjob-ok")
+    pods = client.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="mlinfra.io/train-run=trainjob-ok")
+    assert sorted(pod.metadata.name.rsplit("-", 1)[0] for pod in pods.items) == [
+        "trainjob-ok-node-0-0", "trainjob-ok-node-0-1"]
+    for pod in pods.items:
+        # Trainer's torch plugin gives each node its PET_* variables.
+        env = {item.name: item.value for item in pod.spec.containers[0].env or []}
+        assert env.get("PET_NNODES") == "2", env
+    assert launched_processes("TrainJob-OK") == []
 
 
 def test_the_jobset_webhook_refuses_what_its_controller_could_not_name(api_client, deployed):
@@ -145,3 +177,122 @@ def test_admission_rules_agree_with_the_jobset_webhook(api_client, deployed):
     assert accepted >= 10
     stored = {item.metadata.name for item in resource.get(namespace=namespace).items}
     assert not stored & {variant["metadata"]["name"] for variant in JOBSET_VARIANTS}
+
+
+TRAINER = "trainer.kubeflow.org/v1alpha1"
+
+
+def trainer_resource(api_client, kind):
+    return dynamic.DynamicClient(api_client).resources.get(api_version=TRAINER, kind=kind)
+
+
+def runtime_variant(name, kind="TrainingRuntime", replicas=1, ancestor="trainer", container="node"):
+    labels = {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor} if ancestor else {}
+    return {"apiVersion": TRAINER, "kind": kind, "metadata": {"name": name}, "spec": {
+        "mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
+            "name": "node", "replicas": replicas, "template": {"metadata": {"labels": labels}, "spec": {"template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": container, "image": "busybox"}]}}}}}]}}}}
+
+
+def trainjob_variant(name, runtime, env=(), manager="mlinfra.io/train-run", nodes=2, suspend=False):
+    trainer = {"numNodes": nodes, "command": ["true"]}
+    if env:
+        trainer["env"] = [{"name": variable, "value": "1"} for variable in env]
+    spec = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": runtime},
+            "trainer": trainer, "runtimePatches": [{"manager": manager}]}
+    if suspend:
+        spec["suspend"] = True
+    return {"apiVersion": TRAINER, "kind": "TrainJob", "metadata": {"name": name}, "spec": spec}
+
+
+# Variations of each Kubeflow Trainer rule of admission_rules.py: the
+# ancestor steps' replicas and containers, the torch runtime's reserved
+# variables, the runtime patches' managers.
+RUNTIME_VARIANTS = (
+    [runtime_variant("rt", replicas=count) for count in (1, 2)]
+    + [runtime_variant("rt", ancestor=ancestor, container=container)
+       for ancestor in ("trainer", "model-initializer", "dataset-initializer")
+       for container in ("node", "model-initializer", "dataset-initializer")]
+    + [runtime_variant("rt", ancestor=None, replicas=3), runtime_variant("rt", ancestor="other", container="x")]
+    + [runtime_variant("crt", kind="ClusterTrainingRuntime", replicas=count) for count in (1, 2)]
+    + [runtime_variant("crt", kind="ClusterTrainingRuntime", container="trainer")]
+)
+TRAINJOB_VARIANTS = (
+    [trainjob_variant("env", "agree", env=[variable]) for variable in (
+        "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_OTHER",
+        "NCCL_DEBUG")]
+    + [trainjob_variant("patch", "agree", manager=manager) for manager in (
+        "mlinfra.io/train-run", "a.b.c/d/e", "train-run", "mlinfra.io/", "Mlinfra.io/x", "mlinfra.io/x y")]
+)
+
+
+def judged_by_webhook(resource, variant, namespace, webhook_names):
+    """None if a dry run is admitted, else the webhook's refusal."""
+    try:
+        resource.create(body=variant, namespace=namespace, dry_run="All")
+        return None
+    except client.ApiException as refused:
+        assert refused.status in (400, 403, 422), refused.body
+        message = json.loads(refused.body)["message"]
+        assert message.startswith(tuple('admission webhook "%s" denied the request' % name for name in webhook_names)), \
+            message
+        return message
+
+
+def test_admission_rules_agree_with_kubeflow_trainers_webhooks(api_client, deployed):
+    """TrainingRuntimes, ClusterTrainingRuntimes and TrainJobs (against a
+    runtime that exists, as the TrainJob webhook reads it), judged by
+    admission_rules.py and by Kubeflow Trainer's own webhooks."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
+        admission_problems)
+    namespace = deployed["cluster_namespace"]
+    trainer_resource(api_client, "TrainingRuntime").create(body=runtime_variant("agree"), namespace=namespace)
+    disagreements, refusals = [], []
+    for variant in RUNTIME_VARIANTS + TRAINJOB_VARIANTS:
+        ours = [problem["message"] for problem in admission_problems(variant)]
+        webhooks = ["validator.%s.trainer.kubeflow.org" % variant["kind"].lower()]
+        theirs = judged_by_webhook(trainer_resource(api_client, variant["kind"]), variant,
+                                   None if variant["kind"].startswith("Cluster") else namespace, webhooks)
+        refusals += [theirs] if theirs else []
+        if bool(ours) != (theirs is not None):
+            disagreements.append((variant["kind"], variant["spec"], ours, theirs))
+    assert disagreements == []
+    for words in ("always must be 1", "must contain the required container for the ancestor: dataset-initializer",
+                  "must not have reserved envs", "PET_MASTER_PORT", "domain-prefixed path"):
+        assert any(words in refusal for refusal in refusals), words
+    assert len(refusals) < len(RUNTIME_VARIANTS + TRAINJOB_VARIANTS) - 6
+
+
+def test_a_trainjob_whose_pods_could_not_be_named_is_refused_by_the_jobset_webhook_later(api_client, deployed):
+    """The length of the pod names a TrainJob's JobSet will have is judged
+    by no webhook of Trainer's: its controller makes the JobSet, and the
+    JobSet webhook refuses it after the TrainJob was accepted (an event on
+    the TrainJob). admission_rules.py says so before anything is applied;
+    on each side of the limit it agrees with what the two webhooks do."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
+        admission_problems)
+    namespace = deployed["cluster_namespace"]
+    runtimes = trainer_resource(api_client, "TrainingRuntime")
+    if not runtimes.get(namespace=namespace, field_selector="metadata.name=agree").items:
+        runtimes.create(body=runtime_variant("agree"), namespace=namespace)
+    events = client.CoreV1Api(api_client)
+    # <name>-node-0-<last index>-abcde: 63 characters for a 48-character name and 2 nodes.
+    outcomes = {}
+    for length in (48, 49):
+        variant = trainjob_variant("t" * length, "agree", suspend=True)
+        ours = admission_problems(variant)
+        trainer_resource(api_client, "TrainJob").create(body=variant, namespace=namespace)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            made = jobsets(api_client).get(namespace=namespace, field_selector="metadata.name=" + "t" * length).items
+            failed = [event.message for event in events.list_namespaced_event(
+                namespace, field_selector="involvedObject.name=%s,reason=TrainJobResourcesCreationFailed"
+                % ("t" * length)).items]
+            if made or failed:
+                break
+            time.sleep(0.2)
+        outcomes[length] = (bool(ours), bool(made), failed)
+        assert bool(ours) == bool(failed) != bool(made), (length, ours, failed)
+    (message,) = set(outcomes[49][2])
+    assert 'admission webhook "vjobset.kb.io" denied the request' in message
+    assert "pod names generated for this JobSet will exceed 63 characters" in message

@@ -21,7 +21,7 @@
 # default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
 
-KNOWN_OPERATORS=(jobset)
+KNOWN_OPERATORS=(jobset trainer)
 operators=()
 while (( $# )); do
   case "$1" in
@@ -190,6 +190,11 @@ build_operator() {  # <name>
       build_component jobset "$version" jobset "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$version" \
         jobset-controller:sigs.k8s.io/jobset
       ln -sfn "$cache/jobset-$version/jobset-controller" "$cache/current/jobset-controller" ;;
+    trainer)
+      version="$(required_version trainer github.com/kubeflow/trainer/v2)"
+      build_component trainer "$version" trainer "-s -w" \
+        trainer-controller-manager:github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+      ln -sfn "$cache/trainer-$version/trainer-controller-manager" "$cache/current/trainer-controller-manager" ;;
     *) log "no operator $1 (build.sh knows: ${KNOWN_OPERATORS[*]})"; exit 2 ;;
   esac
 }

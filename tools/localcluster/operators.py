@@ -51,9 +51,13 @@ class Operator:
     moddir: str
     binary: str
     # Webhook configuration manifests (paths in the module) and, per kind,
-    # the RFC 6902 patch of its kustomization (only "replace" is used).
+    # the RFC 6902 patch of its kustomization ("replace" and "add").
     webhook_manifests: tuple[str, ...]
     webhook_patches: dict[str, str] = field(default_factory=dict)
+    # Where, below its directory, it reads its serving certificate (tls.crt,
+    # tls.key). Its TMPDIR is its directory, so controller-runtime's default
+    # ($TMPDIR/k8s-webhook-server/serving-certs) serves one that has no flag.
+    cert_dir: str = ""
     # (ports, operator's directory) -> (command-line arguments, files to write there)
     configure: Callable[[dict, Path], tuple[list[str], dict[str, str]]] = None
 
@@ -74,6 +78,19 @@ def _jobset_configuration(ports: dict, directory: Path) -> tuple[list[str], dict
     return args, {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
 
 
+def _trainer_configuration(ports: dict, directory: Path) -> tuple[list[str], dict[str, str]]:
+    config = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        # As for JobSet: the cluster's CA signs its certificate, no Secret.
+        "certManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": ports["webhook"]},
+        "health": {"healthProbeBindAddress": "127.0.0.1:%d" % ports["health"]},
+        "metrics": {"bindAddress": "0"},
+    }
+    return ["--config", str(directory / "config.yaml")], {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
+
+
 OPERATORS = {
     "jobset": Operator(
         name="jobset", module="sigs.k8s.io/jobset", moddir="jobset", binary="jobset-controller",
@@ -81,6 +98,13 @@ OPERATORS = {
         webhook_patches={"MutatingWebhookConfiguration": "config/components/webhook/patches/mutating-patch.yaml",
                          "ValidatingWebhookConfiguration": "config/components/webhook/patches/validating-patch.yaml"},
         configure=_jobset_configuration),
+    "trainer": Operator(
+        name="trainer", module="github.com/kubeflow/trainer/v2", moddir="trainer",
+        binary="trainer-controller-manager",
+        webhook_manifests=("manifests/base/webhook/manifests.yaml",),
+        webhook_patches={"MutatingWebhookConfiguration": "manifests/base/webhook/patch_mutating.yaml",
+                         "ValidatingWebhookConfiguration": "manifests/base/webhook/patch_validating.yaml"},
+        cert_dir="k8s-webhook-server/serving-certs", configure=_trainer_configuration),
 }
 
 
@@ -97,17 +121,22 @@ def known(names: list[str]) -> list[str]:
 # Webhook configurations, as data
 # --------------------------------------------------------------------------
 
-def _replace(document: dict, path: str, value) -> None:
-    """One RFC 6902 "replace" of a JSON pointer such as /webhooks/1."""
-    parts = [part.replace("~1", "/").replace("~0", "~") for part in path.lstrip("/").split("/")]
+def _patch(document: dict, operation: dict) -> None:
+    """One RFC 6902 "replace" or "add" of a JSON pointer such as
+    /webhooks/1/objectSelector (the two kinds the operators' kustomizations use)."""
+    if operation.get("op") not in ("replace", "add"):
+        raise OperatorError("only replace and add patches are understood, not %r" % (operation,))
+    parts = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].lstrip("/").split("/")]
     target = document
     for part in parts[:-1]:
         target = target[int(part)] if isinstance(target, list) else target[part]
-    last = parts[-1]
-    if isinstance(target, list):
-        target[int(last)] = value
-    else:
+    last, value = parts[-1], operation["value"]
+    if not isinstance(target, list):
         target[last] = value
+    elif operation["op"] == "add":
+        target.insert(len(target) if last == "-" else int(last), value)
+    else:
+        target[int(last)] = value
 
 
 def webhook_configurations(operator: Operator, manifests: list[dict], patches: dict[str, list[dict]],
@@ -120,9 +149,10 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
     for document in manifests:
         document = json.loads(json.dumps(document))
         for operation in patches.get(document["kind"], []):
-            if operation.get("op") != "replace":
-                raise OperatorError("%s: only replace patches are understood, not %r" % (operator.name, operation))
-            _replace(document, operation["path"], operation["value"])
+            try:
+                _patch(document, operation)
+            except OperatorError as error:
+                raise OperatorError("%s: %s" % (operator.name, error)) from None
         document["metadata"] = {"name": "%s-%s" % (operator.name, document["metadata"]["name"]),
                                 "labels": {"app.kubernetes.io/managed-by": "mlinfra-localcluster",
                                            "localcluster.mlinfra.io/operator": operator.name}}
@@ -251,9 +281,10 @@ class Runner:
         pki = self.state_dir / "pki"
         ensure_ca(pki)
         directory = self.state_dir / name
-        directory.mkdir(parents=True, exist_ok=True)
-        shutil.copy(pki / "serving.crt", directory / "tls.crt")
-        shutil.copy(pki / "serving.key", directory / "tls.key")
+        cert_dir = directory / operator.cert_dir
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(pki / "serving.crt", cert_dir / "tls.crt")
+        shutil.copy(pki / "serving.key", cert_dir / "tls.key")
         ports = {"webhook": free_port(), "health": free_port()}
         args, files = operator.configure(ports, directory)
         for file_name, text in files.items():
@@ -264,7 +295,7 @@ class Runner:
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen([str(binary), *args], cwd=directory, stdout=log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                       env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
+                                       env=dict(os.environ, KUBECONFIG=str(self.kubeconfig), TMPDIR=str(directory)))
         state_path(self.state_dir, name).write_text(json.dumps({"pid": process.pid, "ports": ports}))
         while not _ready(ports["health"]):
             if process.poll() is not None or time.monotonic() - started > timeout:

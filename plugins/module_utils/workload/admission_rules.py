@@ -75,6 +75,10 @@ _JOBSET_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIn
                            "PodFailurePolicy")
 # RestartJob actions need a feature gate that is off by default.
 _JOBSET_GATED_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
+# The container each ancestor step's job must have (the ancestor label's value
+# -> the container's name).
+_TRAINER_ANCESTOR_CONTAINERS = {"trainer": "node", "model-initializer": "model-initializer",
+                                "dataset-initializer": "dataset-initializer"}
 _TORCH_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 _DOMAIN_PATH = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 
@@ -375,17 +379,19 @@ def training_runtime_problems(runtime):
     found = []
     for index, replicated in enumerate(replicated_jobs):
         template = replicated.get("template") or {}
-        if ((template.get("metadata") or {}).get("labels") or {}).get(TRAINER_ANCESTOR_LABEL) != "trainer":
+        ancestor = ((template.get("metadata") or {}).get("labels") or {}).get(TRAINER_ANCESTOR_LABEL)
+        if ancestor not in _TRAINER_ANCESTOR_CONTAINERS:
             continue
         field = "spec.template.spec.replicatedJobs[%d]" % index
         if int(replicated.get("replicas", 1)) != 1:
             found.append(_problem(webhook, field + ".replicas", "Invalid value: %s: always must be 1"
                                   % replicated.get("replicas"), "numNodes of the TrainJob sets the node count"))
         containers = _pod_spec(((template.get("spec") or {}).get("template"))).get("containers") or []
-        if "node" not in [container.get("name") for container in containers]:
+        if _TRAINER_ANCESTOR_CONTAINERS[ancestor] not in [container.get("name") for container in containers]:
             found.append(_problem(webhook, field + ".template.spec.template.spec.containers",
-                                  "must contain the required container for the ancestor: trainer",
-                                  "the trainer container is named node in trainjob mode"))
+                                  "must contain the required container for the ancestor: %s" % ancestor,
+                                  "the %s job's container is named %s (the trainer's is node in trainjob mode)"
+                                  % (ancestor, _TRAINER_ANCESTOR_CONTAINERS[ancestor])))
     return found
 
 
