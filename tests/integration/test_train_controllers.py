@@ -16,7 +16,7 @@ from test_train import assert_summary_line, launched_processes
 
 pytestmark = pytest.mark.integration
 
-OPERATORS = ("jobset", "trainer")
+OPERATORS = ("jobset", "trainer", "training-operator")
 HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 
 
@@ -59,6 +59,38 @@ def test_a_jobset_trains_through_the_jobset_controller(api_client, deployed, tmp
         assert (owner.kind, owner.name) == ("Job", "jobset-ok-node-0")
         assert pod.metadata.labels["jobset.sigs.k8s.io/jobset-name"] == "jobset-ok"
     assert launched_processes("JobSet-OK") == []
+
+
+def test_a_pytorchjob_trains_through_the_training_operator(api_client, deployed, tmp_path):
+    """The Training Operator makes the pods, their Services and their PET_*
+    variables; the launcher's rendezvous agrees with them."""
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="pytorchjob",
+                                                  train_run_id="PyTorchJob-OK", train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (said,) = run.results("Report the run")
+    assert_summary_line(said["msg"], "PyTorchJob-OK", tmp_path / "PyTorchJob-OK")
+    for status in json.loads((tmp_path / "PyTorchJob-OK" / "summary.json").read_text())["status"]:
+        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    job = dynamic.DynamicClient(api_client).resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob").get(
+        namespace=namespace, name="pytorchjob-ok")
+    conditions = {c["type"]: c["status"] for c in job.status.conditions}
+    assert conditions.get("Succeeded") == "True", conditions
+    pods = client.CoreV1Api(api_client).list_namespaced_pod(namespace,
+                                                            label_selector="mlinfra.io/train-run=pytorchjob-ok")
+    assert sorted(pod.metadata.name for pod in pods.items) == ["pytorchjob-ok-worker-0", "pytorchjob-ok-worker-1"]
+    for pod in pods.items:
+        (owner,) = pod.metadata.owner_references
+        assert (owner.kind, owner.name) == ("PyTorchJob", "pytorchjob-ok")
+        env = {item.name: item.value for item in pod.spec.containers[0].env or []}
+        # The operator's elastic variables, from the rendered elasticPolicy.
+        assert env.get("PET_NNODES") == "2:2" and env.get("PET_RDZV_BACKEND") == "c10d", env
+        assert env.get("PET_RDZV_ENDPOINT") == "pytorchjob-ok-worker-0:%s" % deployed.get("train_port", 29500), env
+    services = client.CoreV1Api(api_client).list_namespaced_service(
+        namespace, label_selector="training.kubeflow.org/job-name=pytorchjob-ok")
+    assert sorted(service.metadata.name for service in services.items) == [
+        "pytorchjob-ok-worker-0", "pytorchjob-ok-worker-1"]
+    assert launched_processes("PyTorchJob-OK") == []
 
 
 def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(api_client, deployed, tmp_path):
@@ -296,3 +328,56 @@ def test_a_trainjob_whose_pods_could_not_be_named_is_refused_by_the_jobset_webho
     (message,) = set(outcomes[49][2])
     assert 'admission webhook "vjobset.kb.io" denied the request' in message
     assert "pod names generated for this JobSet will exceed 63 characters" in message
+
+
+def pytorchjob_variant(name="ptj", replicas=None, elastic=True, container="pytorch", image="busybox",
+                       manager=None, nproc=None):
+    replicas = {"Worker": 2} if replicas is None else replicas
+    pod = {"containers": [dict({"name": container}, **({"image": image} if image else {}))]}
+    spec = {"pytorchReplicaSpecs": {replica_type: {"replicas": count, "restartPolicy": "Never",
+                                                   "template": {"spec": pod}}
+                                    for replica_type, count in replicas.items()}}
+    if elastic:
+        spec["elasticPolicy"] = {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 2}
+    if manager:
+        spec["runPolicy"] = {"managedBy": manager}
+    if nproc:
+        spec["elasticPolicy"]["nProcPerNode"] = nproc
+        spec["nprocPerNode"] = str(nproc)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+
+
+# Variations of each PyTorchJob rule of admission_rules.py: the name, the
+# replica types and counts, the pytorch container and its image, the elastic
+# policy's Worker, the manager.
+PYTORCHJOB_VARIANTS = (
+    [pytorchjob_variant(name) for name in ("ok", "a" * 63, "a" * 64, "1abc", "a.b")]
+    + [pytorchjob_variant(replicas=replicas, elastic=False) for replicas in (
+        {"Master": 1}, {"Master": 2}, {"Master": 1, "Worker": 3}, {"Worker": 0}, {"Chief": 1})]
+    + [pytorchjob_variant(replicas={"Master": 1}), pytorchjob_variant(replicas={"Worker": 1})]
+    + [pytorchjob_variant(container="trainer"), pytorchjob_variant(image="")]
+    + [pytorchjob_variant(manager=manager) for manager in (
+        "kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "example.com/other")]
+    + [pytorchjob_variant(nproc=2)]
+)
+
+
+def test_admission_rules_agree_with_the_training_operators_webhook(api_client, deployed):
+    """Every variation, judged by admission_rules.py and by the Training
+    Operator's own webhook (a dry run): refused by both or by neither."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
+        admission_problems)
+    namespace = deployed["cluster_namespace"]
+    resource = dynamic.DynamicClient(api_client).resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob")
+    disagreements, refusals = [], []
+    for variant in PYTORCHJOB_VARIANTS:
+        ours = [problem["message"] for problem in admission_problems(variant)]
+        theirs = judged_by_webhook(resource, variant, namespace,
+                                   ["validator.pytorchjob.training-operator.kubeflow.org"])
+        refusals += [theirs] if theirs else []
+        if bool(ours) != (theirs is not None):
+            disagreements.append((variant["metadata"]["name"], variant["spec"], ours, theirs))
+    assert disagreements == []
+    for words in ("should match", "must be 1", "must be at least 1", "Unsupported value", "with name pytorch",
+                  "must be configured if elastic policy is used", "must not be used with"):
+        assert any(words in refusal for refusal in refusals), words

@@ -56,14 +56,48 @@ def test_jobsets_webhooks_are_its_own_served_on_loopback_and_only_for_its_pods()
     assert "service" in manifests[0]["webhooks"][0]["clientConfig"]
 
 
-def test_only_replace_patches_are_taken():
+def test_trainers_webhooks_take_its_kustomizations_added_selectors():
+    operator = operators.OPERATORS["trainer"]
+    manifests, patches = operators.read_webhook_sources(GO, operator)
+    configured = operators.webhook_configurations(operator, manifests, patches, 9443, "Q0E=")
+    webhooks = dict((hook["name"], hook) for doc in configured for hook in doc["webhooks"])
+    assert sorted(webhooks) == ["defaulter.trainjob.trainer.kubeflow.org",
+                                "validator.clustertrainingruntime.trainer.kubeflow.org",
+                                "validator.trainingruntime.trainer.kubeflow.org",
+                                "validator.trainjob.trainer.kubeflow.org"]
+    # "add" patches: a runtime labelled so is left unvalidated, as in a release.
+    for name in ("validator.clustertrainingruntime.trainer.kubeflow.org",
+                 "validator.trainingruntime.trainer.kubeflow.org"):
+        assert webhooks[name]["objectSelector"]["matchExpressions"][0]["key"] == \
+            "trainer.kubeflow.org/webhook-validation"
+    assert "objectSelector" not in webhooks["validator.trainjob.trainer.kubeflow.org"]
+
+
+def test_the_training_operator_keeps_only_the_webhook_of_the_kind_it_runs():
+    """Its release configures five kinds' webhooks; the local cluster runs
+    its PyTorchJob controller only, and a webhook nobody serves would refuse
+    every object of its kind."""
+    operator = operators.OPERATORS["training-operator"]
+    manifests, patches = operators.read_webhook_sources(GO, operator)
+    (configured,) = operators.webhook_configurations(operator, manifests, patches, 9443, "Q0E=")
+    assert configured["metadata"]["name"] == "training-operator-validator.training-operator.kubeflow.org"
+    (hook,) = configured["webhooks"]
+    assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate-kubeflow-org-v1-pytorchjob"
+    assert len(manifests[0]["webhooks"]) == 5
+
+
+def test_patches_other_than_replace_and_add_are_refused():
     operator = operators.OPERATORS["jobset"]
-    manifest = {"kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"}, "webhooks": []}
-    with pytest.raises(operators.OperatorError, match="only replace patches"):
+    manifest = {"kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"}, "webhooks": [{"a": 1}]}
+    with pytest.raises(operators.OperatorError, match="jobset: only replace and add patches are understood"):
         operators.webhook_configurations(operator, [manifest], {"MutatingWebhookConfiguration": [
-            {"op": "add", "path": "/webhooks/0", "value": {}}]}, 1, "")
+            {"op": "remove", "path": "/webhooks/0"}]}, 1, "")
+    added = {"kind": "X", "metadata": {"name": "m"}, "list": [1, 2]}
+    operators._patch(added, {"op": "add", "path": "/list/-", "value": 3})
+    operators._patch(added, {"op": "add", "path": "/list/0", "value": 0})
+    assert added["list"] == [0, 1, 2, 3]
 
 
 def test_an_unknown_operator_is_refused_naming_those_there_are():
-    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset"):
+    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, trainer, training-operator"):
         operators.known(["jobset", "kueue-x"])

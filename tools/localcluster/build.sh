@@ -21,7 +21,7 @@
 # default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
 
-KNOWN_OPERATORS=(jobset trainer)
+KNOWN_OPERATORS=(jobset trainer training-operator)
 operators=()
 while (( $# )); do
   case "$1" in
@@ -195,6 +195,11 @@ build_operator() {  # <name>
       build_component trainer "$version" trainer "-s -w" \
         trainer-controller-manager:github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
       ln -sfn "$cache/trainer-$version/trainer-controller-manager" "$cache/current/trainer-controller-manager" ;;
+    training-operator)
+      version="$(required_version training-operator github.com/kubeflow/training-operator)$(patch_suffix training-operator)"
+      build_component training-operator "$version" training-operator "-s -w" \
+        training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1
+      ln -sfn "$cache/training-operator-$version/training-operator" "$cache/current/training-operator" ;;
     *) log "no operator $1 (build.sh knows: ${KNOWN_OPERATORS[*]})"; exit 2 ;;
   esac
 }

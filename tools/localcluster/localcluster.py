@@ -1012,13 +1012,18 @@ def container_env(pod: dict, container: dict) -> list[dict]:
     return env
 
 
+# Kinds whose pods run to an end: a Job (Kubernetes' or Volcano's, which is
+# also kind Job) and a PyTorchJob, whose operator makes its pods itself.
+BATCH_OWNER_KINDS = {"Job", "PyTorchJob"}
+
+
 def runs_collection_command(pod: dict, container: dict) -> bool:
     """Whether the pod sync runs this container's command: a batch pod's
     container that starts the collection's launcher through bash."""
     spec, meta = pod["spec"], pod["metadata"]
     owners = {owner.get("kind") for owner in meta.get("ownerReferences") or []}
     command = (container.get("command") or []) + (container.get("args") or [])
-    return (spec.get("restartPolicy") == "Never" and "Job" in owners and len(command) >= 3
+    return (spec.get("restartPolicy") == "Never" and bool(owners & BATCH_OWNER_KINDS) and len(command) >= 3
             and os.path.basename(command[0]) == "bash" and command[1] == "-c" and "$MLINFRA_PLUGINS_DIR" in command[2])
 
 

@@ -58,6 +58,9 @@ class Operator:
     # tls.key). Its TMPDIR is its directory, so controller-runtime's default
     # ($TMPDIR/k8s-webhook-server/serving-certs) serves one that has no flag.
     cert_dir: str = ""
+    # The webhooks to keep (by name; all if empty): those of the kinds whose
+    # CRDs the cluster installs and whose controllers the operator runs.
+    webhooks: tuple[str, ...] = ()
     # (ports, operator's directory) -> (command-line arguments, files to write there)
     configure: Callable[[dict, Path], tuple[list[str], dict[str, str]]] = None
 
@@ -91,6 +94,14 @@ def _trainer_configuration(ports: dict, directory: Path) -> tuple[list[str], dic
     return ["--config", str(directory / "config.yaml")], {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
 
 
+def _training_operator_configuration(ports: dict, directory: Path) -> tuple[list[str], dict[str, str]]:
+    # Flags only (it reads no configuration file); --webhook-host and
+    # --webhook-cert-dir are the local patch's (go/training-operator/patches).
+    return ["--enable-scheme=pytorchjob", "--webhook-host=127.0.0.1", "--webhook-server-port=%d" % ports["webhook"],
+            "--webhook-cert-dir=%s" % directory, "--health-probe-bind-address=127.0.0.1:%d" % ports["health"],
+            "--metrics-bind-address=0", "--leader-elect=false"], {}
+
+
 OPERATORS = {
     "jobset": Operator(
         name="jobset", module="sigs.k8s.io/jobset", moddir="jobset", binary="jobset-controller",
@@ -105,6 +116,13 @@ OPERATORS = {
         webhook_patches={"MutatingWebhookConfiguration": "manifests/base/webhook/patch_mutating.yaml",
                          "ValidatingWebhookConfiguration": "manifests/base/webhook/patch_validating.yaml"},
         cert_dir="k8s-webhook-server/serving-certs", configure=_trainer_configuration),
+    "training-operator": Operator(
+        name="training-operator", module="github.com/kubeflow/training-operator", moddir="training-operator",
+        binary="training-operator",
+        webhook_manifests=("manifests/base/webhook/manifests.yaml",),
+        webhook_patches={"ValidatingWebhookConfiguration": "manifests/base/webhook/patch.yaml"},
+        webhooks=("validator.pytorchjob.training-operator.kubeflow.org",),
+        configure=_training_operator_configuration),
 }
 
 
@@ -144,7 +162,8 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
     """The operator's webhook configurations as the local cluster applies
     them: its release manifests, its kustomization's patches applied, each
     named after the operator (as its kustomization's name prefix does), each
-    webhook pointed at ``https://127.0.0.1:<port><path>`` with the CA."""
+    webhook pointed at ``https://127.0.0.1:<port><path>`` with the CA (only
+    the webhooks the operator lists, when it lists them)."""
     found = []
     for document in manifests:
         document = json.loads(json.dumps(document))
@@ -156,6 +175,8 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
         document["metadata"] = {"name": "%s-%s" % (operator.name, document["metadata"]["name"]),
                                 "labels": {"app.kubernetes.io/managed-by": "mlinfra-localcluster",
                                            "localcluster.mlinfra.io/operator": operator.name}}
+        if operator.webhooks:
+            document["webhooks"] = [hook for hook in document.get("webhooks", []) if hook["name"] in operator.webhooks]
         for webhook in document.get("webhooks", []):
             service = webhook["clientConfig"].pop("service")
             webhook["clientConfig"] = {"url": "https://127.0.0.1:%d%s" % (port, service.get("path", "/")),

@@ -19,7 +19,8 @@ SR-IOV Network Operator    SriovNetworkNodePolicy: resourceName characters, a NI
 v1.6.0                     selector, the pfNames VF ranges, vfio-pci without RDMA
                            (pkg/webhook/validate.go, staticValidateSriovNetworkNodePolicy)
 Training Operator v1.9.4   PyTorchJob: name, replica types, a container named pytorch
-                           with an image, Master replicas 1, Worker with elasticPolicy
+                           with an image, Master replicas 1, Worker with elasticPolicy,
+                           processes per node given once
                            (pkg/webhooks/pytorch/pytorchjob_webhook.go)
 Volcano v1.14              Job: counts, task names, pod names, policies, plugins
                            (pkg/webhooks/admission/jobs/validate/admit_job.go, util.go)
@@ -38,9 +39,15 @@ a Volcano queue's state, whether a runtime exists) are the roles' live
 checks, not these.
 
 Held to the real webhooks where the local cluster runs the operator: the
-JobSet rules agree with the JobSet operator's own webhook on every variation
-of tests/integration/test_train_controllers.py (names at the length limits,
-subdomains, policies); where they disagree, the webhook is right.
+JobSet, Kubeflow Trainer and Training Operator rules agree with those
+operators' own webhooks on every variation of
+tests/integration/test_train_controllers.py (names at the length limits,
+subdomains, policies, replicas, containers, reserved variables); where they
+disagreed, the webhook was right and the rule was mended. One rule cannot be
+checked by any webhook before apply: the pod names of the JobSet Kubeflow
+Trainer makes of a TrainJob, which the JobSet webhook refuses only when
+Trainer's controller creates it (an event on the accepted TrainJob, and no
+pods); here it fails before anything is applied.
 
 Standard library only.
 """
@@ -188,6 +195,10 @@ def pytorchjob_problems(job):
         found.append(_problem(webhook, "spec.pytorchReplicaSpecs[Worker]",
                               "Required value: must be configured if elastic policy is used",
                               "render the PyTorchJob through train_job_manifests"))
+    if (spec.get("elasticPolicy") or {}).get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+        found.append(_problem(webhook, "spec.elasticPolicy.nProcPerNode",
+                              "Forbidden: must not be used with spec.nprocPerNode",
+                              "give the processes per node once, as spec.nprocPerNode"))
     for replica_type, replica in replica_specs.items():
         field = "spec.pytorchReplicaSpecs[%s]" % replica_type
         if replica_type not in _PYTORCH_REPLICA_TYPES:

@@ -26,7 +26,7 @@ VALID = {
                "spec": {"resourceName": "eno5np0_rdma", "numVfs": 8, "deviceType": "netdevice", "isRdma": True,
                         "nicSelector": {"vendor": "15b3", "pfNames": ["eno5np0"]}, "nodeSelector": {"a": "b"}}},
     "pytorchjob": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "run-1"},
-                   "spec": {"elasticPolicy": {"rdzvBackend": "c10d"},
+                   "spec": {"elasticPolicy": {"rdzvBackend": "c10d"}, "nprocPerNode": "2",
                             "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": pod("pytorch")}}}},
     "volcano": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "run-1"},
                 "spec": {"minAvailable": 2, "maxRetry": 0, "ttlSecondsAfterFinished": 60,
@@ -113,6 +113,7 @@ CASES = [
      {"template": pod("pytorch")}, "[Master].replicas: Forbidden: must be 1", "one Master"),
     ("pytorchjob-worker-replicas", "pytorchjob", ["spec", "pytorchReplicaSpecs", "Worker", "replicas"], 0,
      "Forbidden: must be at least 1", "replicas"),
+    ("pytorchjob-nproc-twice", "pytorchjob", ["spec", "elasticPolicy", "nProcPerNode"], 2, "must not be used with spec.nprocPerNode", "once"),
     # Volcano, batch.volcano.sh Job
     ("volcano-min-available", "volcano", ["spec", "minAvailable"], -1, "job 'minAvailable' must be >= 0.", None),
     ("volcano-max-retry", "volcano", ["spec", "maxRetry"], -1, "'maxRetry' cannot be less than zero.", None),
@@ -182,6 +183,10 @@ CASES = [
     ("runtime-node-container", "runtime",
      ["spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec", "containers", 0, "name"],
      "trainer", "must contain the required container for the ancestor: trainer", "named node"),
+    ("runtime-initializer-container", "runtime",
+     ["spec", "template", "spec", "replicatedJobs", 0, "template", "metadata", "labels", ar.TRAINER_ANCESTOR_LABEL],
+     "dataset-initializer", "must contain the required container for the ancestor: dataset-initializer",
+     "container is named dataset-initializer"),
     ("trainjob-reserved-env", "trainjob", ["spec", "trainer", "env", 1], {"name": "PET_NODE_RANK", "value": "0"},
      "must not have reserved envs, invalid envs configured: ['PET_NODE_RANK']", "PET_NNODES"),
     ("trainjob-patch-manager", "trainjob", ["spec", "runtimePatches", 0, "manager"], "mlinfra",
@@ -218,7 +223,7 @@ def test_each_rule_refuses_with_the_webhooks_words_and_a_fix(kind, path, value, 
 
 def test_every_rule_has_its_case():
     """A rule added without a case here fails this count."""
-    assert len(CASES) == len({case[0] for case in CASES}) == 57
+    assert len(CASES) == len({case[0] for case in CASES}) == 59
 
 
 def test_objects_of_kinds_without_webhook_rules_are_only_checked_for_a_queue():
