@@ -16,7 +16,7 @@ from test_train import assert_summary_line, launched_processes
 
 pytestmark = pytest.mark.integration
 
-OPERATORS = ("jobset", "trainer", "training-operator")
+OPERATORS = ("jobset", "trainer", "training-operator", "volcano")
 HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 
 
@@ -91,6 +91,40 @@ def test_a_pytorchjob_trains_through_the_training_operator(api_client, deployed,
     assert sorted(service.metadata.name for service in services.items) == [
         "pytorchjob-ok-worker-0", "pytorchjob-ok-worker-1"]
     assert launched_processes("PyTorchJob-OK") == []
+
+
+def test_a_volcano_job_trains_through_volcanos_scheduler_and_controllers(api_client, deployed, tmp_path):
+    """Volcano's controller makes the PodGroup and the pods, its scheduler
+    binds them as a gang, its env plugin gives each pod VC_TASK_INDEX (the
+    node rank the launcher reads) and its svc plugin VC_WORKER_HOSTS from
+    its ConfigMap, which the pod sync resolves as a kubelet does. (The
+    hosts' names resolve nowhere on this machine: the local inventory gives
+    the rendezvous as 127.0.0.1; test_train_job_manifests.py runs the
+    launch script's reading of the hosts.)"""
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="volcano", train_run_id="Volcano-OK",
+                                                  train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (said,) = run.results("Report the run")
+    assert_summary_line(said["msg"], "Volcano-OK", tmp_path / "Volcano-OK")
+    for status in json.loads((tmp_path / "Volcano-OK" / "summary.json").read_text())["status"]:
+        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    resources = dynamic.DynamicClient(api_client).resources
+    volcano_jobs = resources.get(api_version="batch.volcano.sh/v1alpha1", kind="Job")
+    job = volcano_jobs.get(namespace=namespace, name="volcano-ok")
+    assert job.status.state.phase == "Completed", job.status
+    pods = client.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="mlinfra.io/train-run=volcano-ok")
+    assert sorted(pod.metadata.name for pod in pods.items) == ["volcano-ok-worker-0", "volcano-ok-worker-1"]
+    for pod in pods.items:
+        assert pod.spec.scheduler_name == "volcano" and pod.spec.node_name in HEALTHY
+        # The gang: one PodGroup of the Job's (gone with the Job's end).
+        assert pod.metadata.annotations["scheduling.k8s.io/group-name"].startswith("volcano-ok-")
+        env = {item.name: item for item in pod.spec.containers[0].env or []}
+        assert env["VC_TASK_INDEX"].value == pod.metadata.name[-1], env
+        # The svc plugin's hosts, from its ConfigMap, as the pod's command
+        # saw them (its launch script splits them and takes the first).
+        assert env["VC_WORKER_HOSTS"].value_from.config_map_key_ref.name == "volcano-ok-svc"
+    assert launched_processes("Volcano-OK") == []
 
 
 def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(api_client, deployed, tmp_path):
@@ -259,15 +293,20 @@ TRAINJOB_VARIANTS = (
 
 
 def judged_by_webhook(resource, variant, namespace, webhook_names):
-    """None if a dry run is admitted, else the webhook's refusal."""
+    """None if a dry run is admitted, else the refusal: a webhook's, or the
+    CRD schema's (which the API server applies before the validating
+    webhooks; a refusal all the same)."""
     try:
         resource.create(body=variant, namespace=namespace, dry_run="All")
         return None
     except client.ApiException as refused:
         assert refused.status in (400, 403, 422), refused.body
         message = json.loads(refused.body)["message"]
-        assert message.startswith(tuple('admission webhook "%s" denied the request' % name for name in webhook_names)), \
-            message
+        by_webhook = message.startswith(tuple('admission webhook "%s" denied the request' % name
+                                              for name in webhook_names))
+        by_schema = '%s.%s "%s" is invalid: ' % (variant["kind"], variant["apiVersion"].split("/")[0],
+                                                 variant["metadata"]["name"]) in message
+        assert by_webhook or by_schema, message
         return message
 
 
@@ -381,3 +420,62 @@ def test_admission_rules_agree_with_the_training_operators_webhook(api_client, d
     for words in ("should match", "must be 1", "must be at least 1", "Unsupported value", "with name pytorch",
                   "must be configured if elastic policy is used", "must not be used with"):
         assert any(words in refusal for refusal in refusals), words
+
+
+def volcano_variant(name="vj", tasks=None, minimum=None, policies=None, plugins=None, **spec_values):
+    tasks = tasks if tasks is not None else [{"name": "worker", "replicas": 2}]
+    spec = {"schedulerName": "volcano", "queue": "default", "tasks": [
+        dict(task, template={"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}})
+        for task in tasks]}
+    if minimum is not None:
+        spec["minAvailable"] = minimum
+    if policies is not None:
+        spec["policies"] = policies
+    if plugins is not None:
+        spec["plugins"] = plugins
+    spec.update(spec_values)
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+# Variations of each Volcano Job rule of admission_rules.py: counts, task
+# names and their pods' names, policies, plugins.
+VOLCANO_VARIANTS = (
+    [volcano_variant(minimum=count) for count in (0, 2, 3)]
+    + [volcano_variant(maxRetry=-1), volcano_variant(ttlSecondsAfterFinished=-1), volcano_variant(tasks=[])]
+    + [volcano_variant(tasks=[{"name": "worker", "replicas": 2, "minAvailable": count}]) for count in (2, 3)]
+    + [volcano_variant(tasks=[{"name": name, "replicas": 1}]) for name in ("Worker", "w_1", "w" * 63, "w" * 64)]
+    + [volcano_variant(tasks=[{"name": "worker", "replicas": 1}, {"name": "worker", "replicas": 1}])]
+    + [volcano_variant(name="v" * length, tasks=[{"name": "w" * 50, "replicas": 1}]) for length in (10, 11, 12)]
+    + [volcano_variant(policies=[{"event": event, "action": "TerminateJob"}]) for event in (
+        "PodFailed", "PodEvicted", "PodPending", "TaskFailed", "TaskCompleted", "NoSuchEvent")]
+    + [volcano_variant(policies=[{"event": "PodFailed", "action": action}]) for action in (
+        "AbortJob", "RestartPod", "RestartPartition", "CompleteJob", "Explode")]
+    + [volcano_variant(policies=[{"event": "PodFailed", "action": "AbortJob"},
+                                 {"event": "PodFailed", "action": "RestartJob"}])]
+    + [volcano_variant(policies=[{"exitCode": code, "action": "AbortJob"}]) for code in (0, 3)]
+    + [volcano_variant(policies=[{"event": "PodFailed", "exitCode": 3, "action": "AbortJob"}])]
+    + [volcano_variant(policies=[{"event": "*", "action": "AbortJob"}, {"event": "PodFailed", "action": "AbortJob"}])]
+    + [volcano_variant(plugins=plugins) for plugins in ({"svc": [], "env": []}, {"ssh": []}, {"nosuch": []})]
+)
+
+
+def test_admission_rules_agree_with_volcanos_webhook(api_client, deployed):
+    """Every variation, judged by admission_rules.py and by Volcano's own
+    mutating and validating webhooks (a dry run; the queue exists, as the
+    webhook also checks): refused by both or by neither."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
+        admission_problems)
+    namespace = deployed["cluster_namespace"]
+    resource = dynamic.DynamicClient(api_client).resources.get(api_version="batch.volcano.sh/v1alpha1", kind="Job")
+    disagreements, refusals = [], []
+    for variant in VOLCANO_VARIANTS:
+        ours = [problem["message"] for problem in admission_problems(variant)]
+        theirs = judged_by_webhook(resource, variant, namespace, ["validatejob.volcano.sh", "mutatejob.volcano.sh"])
+        refusals += [theirs] if theirs else []
+        if bool(ours) != (theirs is not None):
+            disagreements.append((variant["metadata"]["name"], variant["spec"].get("tasks"), ours, theirs))
+    assert disagreements == []
+    for words in ("should not be greater than total replicas", "duplicated task name", "validate failed",
+                  "invalid policy action", "duplicate event", "not a valid error code", "simultaneously",
+                  "no other policy", "unable to find job plugin"):
+        assert any(words in refusal and "admission webhook" in refusal for refusal in refusals), words

@@ -101,3 +101,54 @@ def test_patches_other_than_replace_and_add_are_refused():
 def test_an_unknown_operator_is_refused_naming_those_there_are():
     with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, trainer, training-operator"):
         operators.known(["jobset", "kueue-x"])
+
+
+def test_volcanos_webhooks_are_those_its_chart_installs_by_their_own_names():
+    """Volcano's webhook manager finds its configurations by name to add
+    its CA: they keep the names its chart gives them, one per admission the
+    chart's values enable, and the manager is told to serve those."""
+    operator = operators.OPERATORS["volcano-admission"]
+    manifests, patches = operators.read_webhook_sources(GO, operator)
+    configured = operators.webhook_configurations(operator, manifests, patches, 8443, "Q0E=")
+    root = operators.module_dir(GO, operator)
+    enabled = operators.operator_catalog.volcano_chart_values(root)["custom"]["enabled_admissions"].split(",")
+    names = sorted(doc["metadata"]["name"] for doc in configured)
+    assert names == sorted("volcano-admission-service" + path.replace("/", "-") for path in enabled)
+    urls = sorted(hook["clientConfig"]["url"] for doc in configured for hook in doc["webhooks"])
+    assert urls == sorted("https://127.0.0.1:8443" + path for path in enabled)
+    # Rendered for a release in volcano-system, as its install guide has it.
+    jobs = [hook for doc in configured for hook in doc["webhooks"] if hook["name"] in (
+        "mutatejob.volcano.sh", "validatejob.volcano.sh")]
+    assert len(jobs) == 2
+    for hook in jobs:
+        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["volcano-system", "kube-system"]
+    args, _ = operator.configure({"webhook": 8443, "health": 1, "metrics": 2}, Path("/d"), root)
+    assert "--enabled-admission=" + ",".join(enabled) in args and "--listen-address=127.0.0.1" in args
+
+
+@pytest.mark.parametrize("template, words", [
+    ("{{- if .Values.custom.x }}\na: 1\n", "1 if without its end"),
+    ("a: 1\n{{- end }}\n", "line 2: an end without its if"),
+    ("{{- if .Capabilities.APIVersions }}\n{{- end }}\n", "cannot render the condition"),
+    ("a: {{ .Values.custom.x | default 3 }}\n", "line 1: cannot render"),
+])
+def test_a_chart_template_beyond_what_is_understood_is_refused(template, words):
+    with pytest.raises(operators.OperatorError, match=words):
+        operators.helm_template(template, {"x": "y"}, operators.CHART_RELEASE)
+
+
+def test_a_chart_template_renders_its_conditions_values_and_release():
+    template = ("{{- if .Values.custom.on }}\nname: {{ .Release.Name }}-svc\nns: {{ .Release.Namespace }}\n"
+                "{{- if .Values.custom.list | regexMatch \"/b\" }}\nb: yes\n{{- end }}\n"
+                "{{- if .Values.custom.list | regexMatch \"/z\" }}\nz: yes\n{{- end }}\n"
+                "labels:\n  {{- toYaml .Values.custom.labels | nindent 2 }}\n{{- end }}\n"
+                "{{- if .Values.custom.off }}\noff: yes\n{{- end }}\n")
+    rendered = operators.helm_template(template, {"on": True, "list": "/a,/b", "labels": {"k": "v"}, "off": None},
+                                       {"Name": "vol", "Namespace": "vs"})
+    assert rendered == "name: vol-svc\nns: vs\nb: yes\nlabels:\n  k: v\n"
+
+
+def test_a_group_names_its_processes_in_order_and_builds_once():
+    assert operators.known(["volcano", "jobset", "volcano-scheduler"]) == [
+        "volcano-admission", "volcano-controllers", "volcano-scheduler", "jobset"]
+    assert operators.build_names(operators.known(["volcano", "jobset"])) == ["volcano", "jobset"]

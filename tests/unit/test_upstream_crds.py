@@ -35,7 +35,6 @@ def test_each_crd_is_read_from_its_module_file():
     entries = upstream_crds.fetch()
     names = [entry["crd"]["metadata"]["name"] for entry in entries]
     generated = ["%s.%s" % (kind.plural, kind.group) for source in upstream_crds.OPENAPI_SOURCES for kind in source[2]]
-    generated += [name for source in upstream_crds.CONTROLLER_GEN_SOURCES for name in source[3]]
     assert names == [name for source in upstream_crds.SOURCES for name in source.names] + generated
     assert [entry.get("generated", False) for entry in entries] == [False] * (len(names) - len(generated)) + [
         True] * len(generated)
@@ -44,11 +43,11 @@ def test_each_crd_is_read_from_its_module_file():
     scc = by_name["securitycontextconstraints.security.openshift.io"]["crd"]
     schema = scc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert "priority" in schema["required"] and schema["properties"]["priority"]["nullable"] is True
-    # Volcano's Job, generated from its API types: a task's fields as Volcano has them.
+    # Volcano's Job, from its release's files: a task's fields as Volcano has them.
     volcano = by_name["jobs.batch.volcano.sh"]
     task = volcano["crd"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
         "tasks"]["items"]["properties"]
-    assert {"name", "replicas", "template", "policies"} <= set(task) and volcano["module"] == "volcano.sh/apis"
+    assert {"name", "replicas", "template", "policies"} <= set(task) and volcano["module"] == "volcano.sh/volcano"
     # Multus's manifest holds RBAC and a DaemonSet too; only the CRD is taken.
     nad = by_name["network-attachment-definitions.k8s.cni.cncf.io"]
     assert nad["module"] == "gopkg.in/k8snetworkplumbingwg/multus-cni.v4" and nad["crd"]["spec"]["group"] == "k8s.cni.cncf.io"
@@ -60,7 +59,6 @@ def test_a_file_without_the_named_crd_is_an_error_naming_what_it_holds(monkeypat
                                  ("jobs.jobset.x-k8s.io",))
     monkeypatch.setattr(upstream_crds, "SOURCES", (wrong,))
     monkeypatch.setattr(upstream_crds, "OPENAPI_SOURCES", ())
-    monkeypatch.setattr(upstream_crds, "CONTROLLER_GEN_SOURCES", ())
     with pytest.raises(upstream_crds.FetchError) as err:
         upstream_crds.fetch()
     assert "sigs.k8s.io/jobset@v" in str(err.value)
@@ -86,7 +84,6 @@ def test_once_cached_no_go_is_needed(monkeypatch, tmp_path):
     # One module's CRD is enough to show the cache at work.
     monkeypatch.setattr(upstream_crds, "SOURCES", upstream_crds.SOURCES[-1:])
     monkeypatch.setattr(upstream_crds, "OPENAPI_SOURCES", ())
-    monkeypatch.setattr(upstream_crds, "CONTROLLER_GEN_SOURCES", ())
     first = upstream_crds.load()
     assert [p.name for p in tmp_path.iterdir()] == [upstream_crds.cache_file().name]
     monkeypatch.setenv("PATH", str(tmp_path))

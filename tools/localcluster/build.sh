@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from the Go module proxy: kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd,
-# kwok/kwokctl, and controller-gen (sigs.k8s.io/controller-tools, for the CRDs
-# of upstream_crds.py). Every version is pinned by the go.mod/go.sum files beside
+# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd
+# and kwok/kwokctl. Every version is pinned by the go.mod/go.sum files beside
 # this script. Built binaries are cached per version under
 #   ${MLINFRA_CACHE_DIR:-$HOME/.cache/mlinfra-multinode}/bin/<component>-<version>/
 # and a component whose cache is complete is not rebuilt. bin/current/ holds
@@ -15,13 +14,20 @@
 #
 # --operators NAME,... (or all) also builds those operators (operators.py
 # starts them on demand), each pinned by go/<name>/go.mod like the rest:
-#   jobset   the JobSet controller and its webhooks (sigs.k8s.io/jobset)
+#   jobset             the JobSet controller and its webhooks (sigs.k8s.io/jobset)
+#   trainer            Kubeflow Trainer v2's controller manager and webhooks
+#                      (github.com/kubeflow/trainer/v2)
+#   training-operator  the Kubeflow Training Operator, patched to serve its webhook
+#                      on a given address and certificate
+#                      (github.com/kubeflow/training-operator)
+#   volcano            Volcano's scheduler, controller manager and webhook manager
+#                      (volcano.sh/volcano)
 #
 # Environment: MLINFRA_CACHE_DIR (see above); MLINFRA_BUILD_JOBS (go build -p,
 # default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
 
-KNOWN_OPERATORS=(jobset trainer training-operator)
+KNOWN_OPERATORS=(jobset trainer training-operator volcano)
 operators=()
 while (( $# )); do
   case "$1" in
@@ -51,7 +57,6 @@ required_version() {  # <go.mod dir> <module path>
 K8S_VERSION="$(required_version kubernetes k8s.io/kubernetes)"
 ETCD_VERSION="$(required_version etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(required_version kwok sigs.k8s.io/kwok)"
-CONTROLLER_GEN_VERSION="$(required_version controller-gen sigs.k8s.io/controller-tools)"
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -177,10 +182,6 @@ build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
   kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl:k8s.io/kubernetes/cmd/kubectl
 
-# Generates Volcano's CRDs from its published API types (upstream_crds.py).
-build_component controller-gen "$CONTROLLER_GEN_VERSION" controller-gen "-s -w" \
-  controller-gen:sigs.k8s.io/controller-tools/cmd/controller-gen
-
 # The operators asked for: <name> <binary> <main package>, each pinned by go/<name>/.
 build_operator() {  # <name>
   local version
@@ -200,14 +201,22 @@ build_operator() {  # <name>
       build_component training-operator "$version" training-operator "-s -w" \
         training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1
       ln -sfn "$cache/training-operator-$version/training-operator" "$cache/current/training-operator" ;;
+    volcano)
+      version="$(required_version volcano volcano.sh/volcano)"
+      build_component volcano "$version" volcano "-s -w -X volcano.sh/volcano/pkg/version.Version=$version" \
+        vc-scheduler:volcano.sh/volcano/cmd/scheduler \
+        vc-controller-manager:volcano.sh/volcano/cmd/controller-manager \
+        vc-webhook-manager:volcano.sh/volcano/cmd/webhook-manager
+      for binary in vc-scheduler vc-controller-manager vc-webhook-manager; do
+        ln -sfn "$cache/volcano-$version/$binary" "$cache/current/$binary"
+      done ;;
     *) log "no operator $1 (build.sh knows: ${KNOWN_OPERATORS[*]})"; exit 2 ;;
   esac
 }
 
 # A stable directory of links, so callers need not know the versions.
 mkdir -p "$cache/current"
-for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube* \
-         "$cache/controller-gen-$CONTROLLER_GEN_VERSION/controller-gen"; do
+for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube*; do
   ln -sfn "$f" "$cache/current/$(basename "$f")"
 done
 log "binaries ready in $cache/current"

@@ -50,6 +50,7 @@ not run.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -66,6 +67,7 @@ import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -106,9 +108,9 @@ FAULTS_CGROUP = "mlinfra-localcluster-" + hashlib.sha256(str(WORK).encode()).hex
 # (requirements/workload.in, installed by scripts/setup.sh).
 WORKLOAD_BIN = ROOT / ".work" / "venv-workload" / "bin"
 STAGES = HERE / "kwok" / "stages.yaml"
-# build.sh, and where it keeps the binaries (MLINFRA_CACHE_DIR), as
-# upstream_crds.py finds controller-gen there.
-BUILD, BIN = upstream_crds.BUILD, upstream_crds.BIN
+# build.sh, and where it keeps the binaries (below MLINFRA_CACHE_DIR, as the
+# CRDs are).
+BUILD, BIN = HERE / "build.sh", upstream_crds.CACHE_ROOT / "bin" / "current"
 
 FIELD_MANAGER = "mlinfra-localcluster"
 # Storage: a default class with pre-made volumes (directories under
@@ -125,8 +127,7 @@ RUN_MARK = ANNOTATION_PREFIX + "runs-command"
 NODE_SNAPSHOT = ANNOTATION_PREFIX + "snapshot"
 NODE_INVENTORY = ANNOTATION_PREFIX + "inventory"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl",
-            "controller-gen")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwokctl")
 
 
 def log(msg: str) -> None:
@@ -222,10 +223,11 @@ def snapshot_root(snapshot: str) -> Path:
 # --------------------------------------------------------------------------
 
 def ensure_binaries(with_operators: tuple[str, ...] = ()) -> None:
-    """Runs build.sh (and builds the operators named): a no-op taking well
-    under a second when all is cached."""
+    """Runs build.sh (and builds what the operators named need): a no-op
+    taking well under a second when all is cached."""
     started = time.monotonic()
-    extra = ["--operators", ",".join(with_operators)] if with_operators else []
+    builds = operators.build_names(operators.known(list(with_operators)))
+    extra = ["--operators", ",".join(builds)] if builds else []
     result = subprocess.run(["bash", str(BUILD), *extra], stdout=sys.stderr, stderr=sys.stderr, check=False)
     if result.returncode != 0:
         raise ClusterError(f"{BUILD.relative_to(ROOT)} failed (exit status {result.returncode})")
@@ -499,7 +501,7 @@ def operator_runner(api: Api | None = None) -> operators.Runner:
 
 def up(timeout: float = 120, with_operators: tuple[str, ...] = ()) -> None:
     started = time.monotonic()
-    operators.known(list(with_operators))
+    with_operators = tuple(operators.known(list(with_operators)))
     ensure_binaries(with_operators)
     WORK.mkdir(parents=True, exist_ok=True)
     nodes = inventory_nodes()
@@ -998,17 +1000,26 @@ def field_ref(pod: dict, path: str) -> str | None:
     return None
 
 
-def container_env(pod: dict, container: dict) -> list[dict]:
-    """The container's env that can be known before it starts: literal values
-    and downward-API fields (not status.podIP, nor config maps or secrets)."""
+def container_env(pod: dict, container: dict, config_map_data: Callable[[str], dict | None] = lambda name: None
+                  ) -> list[dict]:
+    """The container's env that can be known before it starts: literal values,
+    downward-API fields (not status.podIP) and keys of the pod namespace's
+    config maps (config_map_data(name) gives a map's data, None if it has
+    none; Volcano's svc plugin hands its hosts over so). A key not there is
+    left out (a kubelet would hold the container back unless optional)."""
     env = []
     for var in container.get("env") or []:
+        source = var.get("valueFrom") or {}
+        value = None
         if "value" in var:
-            env.append({"name": var["name"], "value": str(var["value"])})
-        elif (var.get("valueFrom") or {}).get("fieldRef"):
-            value = field_ref(pod, var["valueFrom"]["fieldRef"]["fieldPath"])
-            if value is not None:
-                env.append({"name": var["name"], "value": value})
+            value = str(var["value"])
+        elif source.get("fieldRef"):
+            value = field_ref(pod, source["fieldRef"]["fieldPath"])
+        elif source.get("configMapKeyRef"):
+            ref = source["configMapKeyRef"]
+            value = (config_map_data(ref.get("name", "")) or {}).get(ref.get("key"))
+        if value is not None:
+            env.append({"name": var["name"], "value": value})
     return env
 
 
@@ -1137,6 +1148,14 @@ class PodSync:
         path = [str(FILES_BIN), str(WORKLOAD_BIN), self.base_path]
         if snapshot:
             path.insert(0, str(snapshot / "usr" / "bin"))
+
+        @functools.lru_cache(maxsize=None)
+        def config_map_data(map_name: str) -> dict | None:
+            try:
+                return self.api.get(f"/api/v1/namespaces/{ns}/configmaps/{map_name}").get("data")
+            except ApiError:
+                return None
+
         execs, logs, inits, commands = [], [], [], []
         init_names = {c["name"] for c in spec.get("initContainers") or []}
         for container in (spec.get("initContainers") or []) + spec["containers"]:
@@ -1155,7 +1174,8 @@ class PodSync:
             # The container's paths (BASH_ENV=/run/mlinfra/nccl.env, ...) point
             # into its volumes here; ours come last: where both set a name, the
             # last value wins.
-            env = [{"name": var["name"], "value": view.map(var["value"])} for var in container_env(pod, container)]
+            env = [{"name": var["name"], "value": view.map(var["value"])}
+                   for var in container_env(pod, container, config_map_data)]
             env += ours
             if container["name"] in init_names:
                 inits.append((container, view, env, logfile))
@@ -1404,7 +1424,8 @@ def main(argv: list[str]) -> int:
     p_up = sub.add_parser("up", help="build if needed, start, wait until the API and every node are Ready")
     p_up.add_argument("--timeout", type=float, default=120)
     p_up.add_argument("--operators", default="", metavar="NAME,...",
-                      help="also build (if needed) and start these operators: %s" % ", ".join(operators.OPERATORS))
+                      help="also build (if needed) and start these operators: %s" % ", ".join(
+                          [*operators.OPERATORS, *operators.GROUPS]))
     p_operator = sub.add_parser("operator", help="start or stop operators of the running cluster")
     p_operator.add_argument("action", choices=("start", "stop"))
     p_operator.add_argument("names", nargs="+", metavar="NAME")
@@ -1420,13 +1441,13 @@ def main(argv: list[str]) -> int:
         if args.command == "up":
             up(args.timeout, tuple(name for name in args.operators.split(",") if name))
         elif args.command == "operator":
-            operators.known(args.names)
+            names = operators.known(args.names)
             if args.action == "start":
                 if not is_up():
                     raise ClusterError("the cluster is not up: cluster.sh up --operators " + ",".join(args.names))
-                ensure_binaries(tuple(args.names))
+                ensure_binaries(tuple(names))
             runner = operator_runner()
-            for name in args.names:
+            for name in names if args.action == "start" else reversed(names):
                 getattr(runner, args.action)(name)
             verify_loopback_only()
         elif args.command == "down":

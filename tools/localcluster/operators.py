@@ -1,14 +1,15 @@
 """The operators the local cluster runs on demand beside its control plane.
 
-Each is built by build.sh from the Go module pinned under go/<operator>/ (as
-the control plane is) and runs as a local process of this machine with the
-cluster's admin kubeconfig, everything it serves on 127.0.0.1. Its admission
-webhooks are served for real: the webhook configurations are the operator's
-own release manifests, read from its module and patched as its kustomization
-patches them, with the in-cluster Service they name replaced by
-``https://127.0.0.1:<port><path>`` and the CA this cluster generates for
-that address (``operators/pki``), so defaulting and validation are the
-operator's own code.
+Each (operator_catalog.py says which and how) is built by build.sh from the
+Go module pinned under go/<operator>/ (as the control plane is) and runs as
+a local process of this machine with the cluster's admin kubeconfig,
+everything it serves on 127.0.0.1. Its admission webhooks are served for
+real: the webhook configurations are the operator's own release manifests,
+read from its module and patched as its kustomization patches them (or
+rendered from its Helm chart's template with the chart's values), with the
+in-cluster Service they name replaced by ``https://127.0.0.1:<port><path>``
+and the CA this cluster generates for that address (``operators/pki``), so
+defaulting and validation are the operator's own code.
 
 State, below the cluster's directory: ``operators/<name>.json`` (pid and
 ports), ``operators/<name>/`` (its configuration and serving certificate),
@@ -22,117 +23,27 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-class OperatorError(RuntimeError):
-    """An operator that cannot be built, configured or started; says why."""
-
-
-@dataclass(frozen=True)
-class Operator:
-    """What the local cluster needs to know to run one operator."""
-
-    name: str
-    # The Go module whose release manifests hold the webhook configurations,
-    # and the directory of go/ that pins its version.
-    module: str
-    moddir: str
-    binary: str
-    # Webhook configuration manifests (paths in the module) and, per kind,
-    # the RFC 6902 patch of its kustomization ("replace" and "add").
-    webhook_manifests: tuple[str, ...]
-    webhook_patches: dict[str, str] = field(default_factory=dict)
-    # Where, below its directory, it reads its serving certificate (tls.crt,
-    # tls.key). Its TMPDIR is its directory, so controller-runtime's default
-    # ($TMPDIR/k8s-webhook-server/serving-certs) serves one that has no flag.
-    cert_dir: str = ""
-    # The webhooks to keep (by name; all if empty): those of the kinds whose
-    # CRDs the cluster installs and whose controllers the operator runs.
-    webhooks: tuple[str, ...] = ()
-    # (ports, operator's directory) -> (command-line arguments, files to write there)
-    configure: Callable[[dict, Path], tuple[list[str], dict[str, str]]] = None
-
-
-def _jobset_configuration(ports: dict, directory: Path) -> tuple[list[str], dict[str, str]]:
-    config = {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
-        # One process, no Deployment to take over from it.
-        "leaderElection": {"leaderElect": False},
-        # The local cluster's CA signs the serving certificate; the operator's
-        # own rotation would write it into a Secret of a namespace it runs in.
-        "internalCertManagement": {"enable": False},
-        "webhook": {"host": "127.0.0.1", "port": ports["webhook"], "certDir": str(directory)},
-        "health": {"healthProbeBindAddress": "127.0.0.1:%d" % ports["health"]},
-        "metrics": {"bindAddress": "0"},
-    }
-    args = ["--config", str(directory / "config.yaml"), "--metrics-bind-address=0"]
-    return args, {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
-
-
-def _trainer_configuration(ports: dict, directory: Path) -> tuple[list[str], dict[str, str]]:
-    config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1", "kind": "Configuration",
-        "leaderElection": {"leaderElect": False},
-        # As for JobSet: the cluster's CA signs its certificate, no Secret.
-        "certManagement": {"enable": False},
-        "webhook": {"host": "127.0.0.1", "port": ports["webhook"]},
-        "health": {"healthProbeBindAddress": "127.0.0.1:%d" % ports["health"]},
-        "metrics": {"bindAddress": "0"},
-    }
-    return ["--config", str(directory / "config.yaml")], {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
-
-
-def _training_operator_configuration(ports: dict, directory: Path) -> tuple[list[str], dict[str, str]]:
-    # Flags only (it reads no configuration file); --webhook-host and
-    # --webhook-cert-dir are the local patch's (go/training-operator/patches).
-    return ["--enable-scheme=pytorchjob", "--webhook-host=127.0.0.1", "--webhook-server-port=%d" % ports["webhook"],
-            "--webhook-cert-dir=%s" % directory, "--health-probe-bind-address=127.0.0.1:%d" % ports["health"],
-            "--metrics-bind-address=0", "--leader-elect=false"], {}
-
-
-OPERATORS = {
-    "jobset": Operator(
-        name="jobset", module="sigs.k8s.io/jobset", moddir="jobset", binary="jobset-controller",
-        webhook_manifests=("config/components/webhook/manifests.yaml",),
-        webhook_patches={"MutatingWebhookConfiguration": "config/components/webhook/patches/mutating-patch.yaml",
-                         "ValidatingWebhookConfiguration": "config/components/webhook/patches/validating-patch.yaml"},
-        configure=_jobset_configuration),
-    "trainer": Operator(
-        name="trainer", module="github.com/kubeflow/trainer/v2", moddir="trainer",
-        binary="trainer-controller-manager",
-        webhook_manifests=("manifests/base/webhook/manifests.yaml",),
-        webhook_patches={"MutatingWebhookConfiguration": "manifests/base/webhook/patch_mutating.yaml",
-                         "ValidatingWebhookConfiguration": "manifests/base/webhook/patch_validating.yaml"},
-        cert_dir="k8s-webhook-server/serving-certs", configure=_trainer_configuration),
-    "training-operator": Operator(
-        name="training-operator", module="github.com/kubeflow/training-operator", moddir="training-operator",
-        binary="training-operator",
-        webhook_manifests=("manifests/base/webhook/manifests.yaml",),
-        webhook_patches={"ValidatingWebhookConfiguration": "manifests/base/webhook/patch.yaml"},
-        webhooks=("validator.pytorchjob.training-operator.kubeflow.org",),
-        configure=_training_operator_configuration),
-}
-
-
-def known(names: list[str]) -> list[str]:
-    """The names, checked; raises OperatorError naming an unknown one."""
-    unknown = [name for name in names if name not in OPERATORS]
-    if unknown:
-        raise OperatorError("no operator %s: the local cluster runs %s"
-                            % (", ".join(unknown), ", ".join(sorted(OPERATORS))))
-    return names
+import operator_catalog  # noqa: E402  (beside this file)
+from operator_catalog import GROUPS, OPERATORS, Operator, OperatorError, build_names, known  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------
@@ -161,7 +72,8 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
                            port: int, ca_bundle: str) -> list[dict]:
     """The operator's webhook configurations as the local cluster applies
     them: its release manifests, its kustomization's patches applied, each
-    named after the operator (as its kustomization's name prefix does), each
+    named after the operator (as its kustomization's name prefix does) unless
+    the operator reads them by their release names, each
     webhook pointed at ``https://127.0.0.1:<port><path>`` with the CA (only
     the webhooks the operator lists, when it lists them)."""
     found = []
@@ -172,7 +84,8 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
                 _patch(document, operation)
             except OperatorError as error:
                 raise OperatorError("%s: %s" % (operator.name, error)) from None
-        document["metadata"] = {"name": "%s-%s" % (operator.name, document["metadata"]["name"]),
+        name = document["metadata"]["name"]
+        document["metadata"] = {"name": name if operator.webhook_names_kept else "%s-%s" % (operator.name, name),
                                 "labels": {"app.kubernetes.io/managed-by": "mlinfra-localcluster",
                                            "localcluster.mlinfra.io/operator": operator.name}}
         if operator.webhooks:
@@ -183,6 +96,50 @@ def webhook_configurations(operator: Operator, manifests: list[dict], patches: d
                                        "caBundle": ca_bundle}
         found.append(document)
     return found
+
+
+_HELM_IF = re.compile(r"^\s*\{\{-?\s*if\s+(.*?)\s*-?\}\}\s*$")
+_HELM_END = re.compile(r"^\s*\{\{-?\s*end\s*-?\}\}\s*$")
+_HELM_CONDITION = re.compile(r'^\.Values\.custom\.(\w+)(?:\s*\|\s*regexMatch\s+"([^"]*)")?$')
+_HELM_TO_YAML = re.compile(r"^\s*\{\{-?\s*toYaml\s+\.Values\.custom\.(\w+)\s*\|\s*nindent\s+(\d+)\s*-?\}\}\s*$")
+_HELM_RELEASE = re.compile(r"\{\{-?\s*\.Release\.(Name|Namespace)\s*-?\}\}")
+
+
+def helm_template(text: str, custom: dict, release: dict[str, str]) -> str:
+    """A Helm chart template rendered with the chart's values, for the few
+    constructs a webhook template of Volcano's uses: ``if`` on a value of
+    ``.Values.custom`` (or its ``regexMatch``), ``end``, ``toYaml`` of a
+    value with ``nindent``, and the release's Name and Namespace. Anything
+    else is an error naming the line, never a guess."""
+    lines, active = [], [True]
+    for number, line in enumerate(text.splitlines(), 1):
+        opened = _HELM_IF.match(line)
+        if opened:
+            condition = _HELM_CONDITION.match(opened.group(1))
+            if not condition:
+                raise OperatorError("line %d: cannot render the condition %r" % (number, opened.group(1)))
+            value = custom.get(condition.group(1))
+            holds = (bool(re.search(condition.group(2), value or "")) if condition.group(2) is not None
+                     else bool(value))
+            active.append(active[-1] and holds)
+        elif _HELM_END.match(line):
+            if len(active) == 1:
+                raise OperatorError("line %d: an end without its if" % number)
+            active.pop()
+        elif not active[-1]:
+            continue
+        elif _HELM_TO_YAML.match(line):
+            name, indent = _HELM_TO_YAML.match(line).groups()
+            if custom.get(name):
+                lines += [" " * int(indent) + part for part in yaml.safe_dump(custom[name]).splitlines()]
+        else:
+            line = _HELM_RELEASE.sub(lambda found: release[found.group(1)], line)
+            if "{{" in line:
+                raise OperatorError("line %d: cannot render %r" % (number, line.strip()))
+            lines.append(line)
+    if len(active) != 1:
+        raise OperatorError("%d if without its end" % (len(active) - 1))
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------
@@ -204,14 +161,26 @@ def module_dir(go_dir: Path, operator: Operator) -> Path:
     if found.returncode != 0 or not path.is_dir():
         raise OperatorError("%s: cannot find %s in the Go module cache (%s); build it first: tools/localcluster/"
                             "build.sh --operators %s" % (operator.name, operator.module,
-                                                         found.stderr.strip()[-300:], operator.name))
+                                                         found.stderr.strip()[-300:], operator.build_name))
     return path
+
+
+# The release a chart's configurations are rendered for (they exclude its
+# namespace from what they judge, as a Helm install there does).
+CHART_RELEASE = {"Name": "volcano", "Namespace": "volcano-system"}
 
 
 def read_webhook_sources(go_dir: Path, operator: Operator) -> tuple[list[dict], dict[str, list[dict]]]:
     root = module_dir(go_dir, operator)
-    manifests = [doc for path in operator.webhook_manifests
-                 for doc in yaml.safe_load_all((root / path).read_text()) if doc]
+    texts = [(root / path).read_text() for path in operator.webhook_manifests]
+    if operator.webhook_chart:
+        template, values = operator.webhook_chart
+        custom = yaml.safe_load((root / values).read_text()).get("custom") or {}
+        try:
+            texts.append(helm_template((root / template).read_text(), custom, CHART_RELEASE))
+        except OperatorError as error:
+            raise OperatorError("%s: %s: %s" % (operator.name, template, error)) from None
+    manifests = [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
     patches = {kind: yaml.safe_load((root / path).read_text()) for kind, path in operator.webhook_patches.items()}
     return manifests, patches
 
@@ -247,11 +216,24 @@ def _alive(pid: int, binary: str) -> bool:
         return False
 
 
-def _ready(port: int) -> bool:
+def _ready(operator: Operator, port: int, ca_file: Path) -> bool:
+    """Whether its health endpoint answers 200 (over TLS, checked against
+    the cluster's CA, where it serves it so)."""
+    scheme = "https" if operator.health_tls else "http"
+    context = ssl.create_default_context(cafile=str(ca_file)) if operator.health_tls else None
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as answer:
+        with urllib.request.urlopen("%s://127.0.0.1:%d%s" % (scheme, port, operator.health_path), timeout=2,
+                                    context=context) as answer:
             return answer.status == 200
     except (OSError, urllib.error.URLError):
+        return False
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
         return False
 
 
@@ -292,22 +274,25 @@ class Runner:
         """Starts the operator unless it runs; returns once it is ready and
         the API server calls its webhooks."""
         operator = OPERATORS[name]
+        pki = self.state_dir / "pki"
         running = self.state(name)
-        if running and _ready(running["ports"]["health"]):
+        if running and _ready(operator, running["ports"]["health"], pki / "ca.crt"):
             self._apply_webhooks(operator, running["ports"]["webhook"])
             return
         binary = self.bin_dir / operator.binary
         if not binary.exists():
-            raise OperatorError("%s is not built: tools/localcluster/build.sh --operators %s" % (binary, name))
-        pki = self.state_dir / "pki"
+            raise OperatorError("%s is not built: tools/localcluster/build.sh --operators %s" % (
+                binary, operator.build_name))
         ensure_ca(pki)
         directory = self.state_dir / name
         cert_dir = directory / operator.cert_dir
         cert_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(pki / "serving.crt", cert_dir / "tls.crt")
-        shutil.copy(pki / "serving.key", cert_dir / "tls.key")
-        ports = {"webhook": free_port(), "health": free_port()}
-        args, files = operator.configure(ports, directory)
+        for source, target in (("serving.crt", "tls.crt"), ("serving.key", "tls.key"), ("ca.crt", "ca.crt")):
+            shutil.copy(pki / source, cert_dir / target)
+        ports = {"webhook": free_port(), "health": free_port(), "metrics": free_port()}
+        args, files = operator.configure(ports, directory, module_dir(self.go_dir, operator))
+        if operator.kubeconfig_flag:
+            args.append("--kubeconfig=%s" % self.kubeconfig)
         for file_name, text in files.items():
             (directory / file_name).write_text(text)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -318,24 +303,36 @@ class Runner:
                                        stdin=subprocess.DEVNULL, start_new_session=True,
                                        env=dict(os.environ, KUBECONFIG=str(self.kubeconfig), TMPDIR=str(directory)))
         state_path(self.state_dir, name).write_text(json.dumps({"pid": process.pid, "ports": ports}))
-        while not _ready(ports["health"]):
-            if process.poll() is not None or time.monotonic() - started > timeout:
-                self.stop(name)
-                tail = log_path.read_text(errors="replace").splitlines()[-15:]
-                raise OperatorError("%s %s within %.0f s; the last lines of %s:\n%s" % (
-                    name, "exited" if process.returncode is not None else "was not ready", timeout, log_path,
-                    "\n".join(tail)))
-            time.sleep(0.2)
-        self._apply_webhooks(operator, ports["webhook"])
-        self.log("%s ready in %.1fs (pid %d, webhooks on 127.0.0.1:%d)" % (
-            name, time.monotonic() - started, process.pid, ports["webhook"]))
 
-    def _apply_webhooks(self, operator: Operator, port: int) -> None:
+        def wait(until: Callable[[], bool], what: str) -> None:
+            while not until():
+                if process.poll() is not None or time.monotonic() - started > timeout:
+                    self.stop(name)
+                    tail = log_path.read_text(errors="replace").splitlines()[-15:]
+                    raise OperatorError("%s %s within %.0f s; the last lines of %s:\n%s" % (
+                        name, "exited" if process.returncode is not None else "was not " + what, timeout, log_path,
+                        "\n".join(tail)))
+                time.sleep(0.2)
+
+        wait(lambda: _ready(operator, ports["health"], pki / "ca.crt"), "ready")
+        # Some serve their webhooks only once their configurations exist
+        # (Volcano's adds its CA to them first): applied, then waited for.
+        if self._apply_webhooks(operator, ports["webhook"]):
+            wait(lambda: _listening(ports["webhook"]), "serving its webhooks")
+        self.log("%s ready in %.1fs (pid %d%s)" % (
+            name, time.monotonic() - started, process.pid,
+            ", webhooks on 127.0.0.1:%d" % ports["webhook"] if operator.webhook_manifests or operator.webhook_chart
+            else ""))
+
+    def _apply_webhooks(self, operator: Operator, port: int) -> int:
+        """Applies its webhook configurations; returns how many."""
         ca_bundle = base64.b64encode((self.state_dir / "pki" / "ca.crt").read_bytes()).decode()
         manifests, patches = read_webhook_sources(self.go_dir, operator)
-        for document in webhook_configurations(operator, manifests, patches, port, ca_bundle):
+        documents = webhook_configurations(operator, manifests, patches, port, ca_bundle)
+        for document in documents:
             self.api.apply("/apis/admissionregistration.k8s.io/v1/%ss/%s" % (
                 document["kind"].lower(), document["metadata"]["name"]), document)
+        return len(documents)
 
     def stop(self, name: str) -> None:
         """Its webhook configurations first (the API server would call a

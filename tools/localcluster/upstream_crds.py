@@ -5,10 +5,8 @@ Each CRD below is taken from the Go module that its operator publishes, at
 the version go/crds/go.mod pins, as that project's controller-gen (or its
 authors) wrote it: nothing is retyped. OpenShift's build and image kinds,
 which OpenShift serves without CRDs, are generated from the OpenAPI
-definitions of the same pinned openshift/api (openapi_crds.py); Volcano's
-Job, whose CRD files no served module carries, by the pinned controller-gen
-from Volcano's published API types (volcano.sh/apis). go/crds/go.sum holds the modules'
-checksums, so `go mod download` refuses a module whose content is not the
+definitions of the same pinned openshift/api (openapi_crds.py).
+go/crds/go.sum holds the modules' checksums, so `go mod download` refuses a module whose content is not the
 pinned one. The documents are read once per pinned set and kept in
 ${MLINFRA_CACHE_DIR:-~/.cache/mlinfra-multinode}/crds/<hash>.json, so a
 cluster starts without Go once they are there.
@@ -25,10 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,8 +38,6 @@ import openapi_crds  # noqa: E402  (beside this file)
 GO_MODULE_DIR = HERE / "go" / "crds"
 CACHE_ROOT = Path(os.environ.get("MLINFRA_CACHE_DIR") or Path.home() / ".cache" / "mlinfra-multinode")
 CACHE = CACHE_ROOT / "crds"
-# build.sh's binaries (controller-gen among them).
-BUILD, BIN = HERE / "build.sh", CACHE_ROOT / "bin" / "current"
 
 
 class Source(NamedTuple):
@@ -73,6 +67,16 @@ SOURCES = (
     # JobSet (jobset.x-k8s.io/v1alpha2), which Trainer v2 renders.
     Source("sigs.k8s.io/jobset", "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
            ("jobsets.jobset.x-k8s.io",)),
+    # Volcano: its Job and what its scheduler and controllers read (podgroups,
+    # queues, the bus's commands, the network topology's hypernodes, the
+    # nodes' NUMA topologies), from the files its release installs.
+    *(Source("volcano.sh/volcano", "config/crd/volcano/bases/%s.yaml" % crd_file, (name,))
+      for crd_file, name in (("batch.volcano.sh_jobs", "jobs.batch.volcano.sh"),
+                             ("scheduling.volcano.sh_podgroups", "podgroups.scheduling.volcano.sh"),
+                             ("scheduling.volcano.sh_queues", "queues.scheduling.volcano.sh"),
+                             ("bus.volcano.sh_commands", "commands.bus.volcano.sh"),
+                             ("topology.volcano.sh_hypernodes", "hypernodes.topology.volcano.sh"),
+                             ("nodeinfo.volcano.sh_numatopologies", "numatopologies.nodeinfo.volcano.sh"))),
     # OpenShift's SecurityContextConstraints.
     Source("github.com/openshift/api",
            "security/v1/zz_generated.crd-manifests/0000_03_config-operator_01_securitycontextconstraints.crd.yaml",
@@ -92,17 +96,6 @@ OPENAPI_SOURCES = (
         openapi_crds.Kind("com.github.openshift.api.image.v1.ImageStream", "image.openshift.io", "v1",
                           "ImageStream", "imagestreams", ("is",), True),
     )),
-)
-
-
-# Kinds whose operators publish their API types but no CRD file that the Go
-# proxy serves (Volcano keeps its CRD files in a repository whose module it
-# does not publish): generated from those types by controller-gen, pinned in
-# go/controller-gen and built by build.sh, with the options Volcano's own
-# Makefile gives it. (module, controller-gen options, package paths, CRDs)
-CONTROLLER_GEN_SOURCES = (
-    ("volcano.sh/apis", ("crd:crdVersions=v1,generateEmbeddedObjectMeta=true",), ("./pkg/apis/batch/v1alpha1/...",),
-     ("jobs.batch.volcano.sh",)),
 )
 
 
@@ -132,8 +125,7 @@ def cache_file() -> Path:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((GO_MODULE_DIR / name).read_bytes())
-    digest.update(repr((SOURCES, OPENAPI_SOURCES, CONTROLLER_GEN_SOURCES)).encode())
-    digest.update((HERE / "go" / "controller-gen" / "go.sum").read_bytes())
+    digest.update(repr((SOURCES, OPENAPI_SOURCES)).encode())
     digest.update((HERE / "openapi_crds.py").read_bytes())
     return CACHE / ("%s.json" % digest.hexdigest()[:16])
 
@@ -155,35 +147,6 @@ def module_dir(module: str, version: str) -> Path:
         raise FetchError("go mod download %s@%s failed: %s" % (
             module, version, (info.get("Error") or proc.stderr).strip()[-800:]))
     return Path(info["Dir"])
-
-
-def controller_gen() -> Path:
-    """The pinned controller-gen, built by build.sh (which does nothing when
-    every binary is cached)."""
-    binary = BIN / "controller-gen"
-    if not binary.exists():
-        result = subprocess.run(["bash", str(BUILD)], stdout=sys.stderr, stderr=sys.stderr, check=False)
-        if result.returncode != 0 or not binary.exists():
-            raise FetchError("%s built no controller-gen (exit status %d)" % (BUILD, result.returncode))
-    return binary
-
-
-def generated_by_controller_gen(source_dir: Path, options, paths) -> list:
-    """The CRDs controller-gen writes for a module's API packages, run on a
-    writable copy of the module (Go's module cache is read-only; the
-    module's own go.sum pins what its packages import)."""
-    with tempfile.TemporaryDirectory(prefix="mlinfra-crds-") as tmp:
-        copy, out = Path(tmp) / "src", Path(tmp) / "out"
-        shutil.copytree(source_dir, copy)
-        for path in [copy, *copy.rglob("*")]:
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | 0o200)
-        command = [str(controller_gen()), *options, *("paths=%s" % p for p in paths), "output:crd:dir=%s" % out]
-        proc = subprocess.run(command, cwd=copy, env=dict(os.environ, GOFLAGS="-mod=readonly"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-        if proc.returncode != 0:
-            raise FetchError("controller-gen failed in %s: %s" % (source_dir.name, proc.stdout.strip()[-800:]))
-        return [d for f in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def fetch() -> list:
@@ -218,15 +181,6 @@ def fetch() -> list:
                 raise FetchError("%s@%s/%s: %s" % (path, version, document_path, err)) from None
             taken.append({"module": path, "version": version, "path": document_path, "generated": True,
                           "crd": generated})
-    for path, options, packages, names in CONTROLLER_GEN_SOURCES:
-        directory, version = module(path)
-        by_name = {d["metadata"]["name"]: d for d in generated_by_controller_gen(directory, options, packages)}
-        for name in names:
-            if name not in by_name:
-                raise FetchError("controller-gen made no CRD %s from %s@%s %s (it made: %s)" % (
-                    name, path, version, " ".join(packages), ", ".join(sorted(by_name)) or "none"))
-            taken.append({"module": path, "version": version, "path": " ".join(packages), "generated": True,
-                          "crd": by_name[name]})
     return taken
 
 

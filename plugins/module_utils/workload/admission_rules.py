@@ -22,7 +22,7 @@ Training Operator v1.9.4   PyTorchJob: name, replica types, a container named py
                            with an image, Master replicas 1, Worker with elasticPolicy,
                            processes per node given once
                            (pkg/webhooks/pytorch/pytorchjob_webhook.go)
-Volcano v1.14              Job: counts, task names, pod names, policies, plugins
+Volcano v1.14.1            Job: counts, task names, pod names, policies, plugins
                            (pkg/webhooks/admission/jobs/validate/admit_job.go, util.go)
 JobSet v0.12.0             JobSet: generated job and pod names, subdomain, failure and
                            success policies (pkg/webhooks/jobset_webhook.go)
@@ -39,8 +39,8 @@ a Volcano queue's state, whether a runtime exists) are the roles' live
 checks, not these.
 
 Held to the real webhooks where the local cluster runs the operator: the
-JobSet, Kubeflow Trainer and Training Operator rules agree with those
-operators' own webhooks on every variation of
+JobSet, Kubeflow Trainer, Training Operator and Volcano rules agree with
+those operators' own webhooks (or the CRD schema in front of them) on every variation of
 tests/integration/test_train_controllers.py (names at the length limits,
 subdomains, policies, replicas, containers, reserved variables); where they
 disagreed, the webhook was right and the rule was mended. One rule cannot be
@@ -74,8 +74,9 @@ _POD_SUFFIX = "-abcde"
 _SRIOV_RESOURCE_NAME = re.compile(r"^[a-zA-Z0-9_]+$")
 _PYTORCH_REPLICA_TYPES = ("Master", "Worker")
 _PYTORCH_MANAGERS = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
-_VOLCANO_EVENTS = ("*", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated")
-_VOLCANO_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "TerminateJob", "CompleteJob", "ResumeJob")
+_VOLCANO_EVENTS = ("*", "PodPending", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated")
+_VOLCANO_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob",
+                    "CompleteJob", "ResumeJob")
 _VOLCANO_PLUGINS = ("ssh", "env", "svc", "tensorflow", "mpi", "pytorch")
 _JOBSET_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _JOBSET_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
