@@ -64,8 +64,15 @@ def run_state(pods):
     return verdicts.run_state(_list(pods, "run_state"))
 
 
-def job_run_state(pods, replicas, seen_before):
-    return verdicts.job_run_state(_list(pods, "job_run_state"), replicas, seen_before)
+def job_run_state(pods, replicas, seen_before, run=None):
+    return verdicts.job_run_state(_list(pods, "job_run_state"), replicas, seen_before, run or None)
+
+
+def run_object_status(run):
+    if not isinstance(run, dict):
+        raise AnsibleFilterError("run_object_status expects a run's object (a dict, as k8s_info returns it), got %s"
+                                 % type(run).__name__)
+    return verdicts.run_object_status(run)
 
 
 def runs_in_progress(exec_pods, job_pods):
@@ -103,6 +110,7 @@ class FilterModule(object):
             "run_state": run_state,
             "job_run_state": job_run_state,
             "runs_going": runs_going,
+            "run_object_status": run_object_status,
             "soak_report": soak_report,
             "soak_run_facts": soak_run_facts,
             "node_port_deltas": node_port_deltas,

@@ -72,6 +72,10 @@ def test_a_pytorchjob_trains_through_the_training_operator(api_client, deployed,
     assert_summary_line(said["msg"], "PyTorchJob-OK", tmp_path / "PyTorchJob-OK")
     for status in json.loads((tmp_path / "PyTorchJob-OK" / "summary.json").read_text())["status"]:
         assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    # The progress lines say what the operator says.
+    progress = [said["msg"] for said in run.results("Say how far the run is")]
+    assert any("PyTorchJob Running: PyTorchJob " in line or "PyTorchJob Succeeded: PyTorchJob " in line
+               for line in progress), progress
     job = dynamic.DynamicClient(api_client).resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob").get(
         namespace=namespace, name="pytorchjob-ok")
     conditions = {c["type"]: c["status"] for c in job.status.conditions}
@@ -156,6 +160,33 @@ def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(ap
         env = {item.name: item.value for item in pod.spec.containers[0].env or []}
         assert env.get("PET_NNODES") == "2", env
     assert launched_processes("TrainJob-OK") == []
+
+
+@pytest.mark.parametrize("mode, api_version, kind, said", [
+    # Volcano's policy (PodFailed: TerminateJob) ends the other pod at once.
+    ("volcano", "batch.volcano.sh/v1alpha1", "Job", "its operator said Volcano Job Terminated"),
+    ("trainjob", "trainer.kubeflow.org/v1alpha1", "TrainJob", "its operator said TrainJob Failed: jobset failed"),
+])
+def test_a_failing_rank_fails_the_play_with_its_pod_and_log_and_the_operators_words(
+        api_client, deployed, tmp_path, mode, api_version, kind, said):
+    namespace, run_id = deployed["cluster_namespace"], mode + "-fail"
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode=mode, train_run_id=run_id,
+                                                  train_logs_dir=str(tmp_path),
+                                                  train_args=["--steps", "30", "--fail-on-rank", "1"]))
+    assert run.failed
+    message = " ".join(run.failure_messages())
+    # The failed pod and its log's last lines; before them what the operator
+    # said of the run, when it had said it by the run's last look (the pod's
+    # end and the operator's race).
+    assert message.startswith("run %s failed: " % run_id) and "; %s-" % run_id in message, message
+    assert "failed (exit status 1)" in message and "rank 1 fails on purpose at step 3" in message, message
+    assert "its operator said" not in message or message.startswith("run %s failed: %s" % (run_id, said)), message
+    # Each pod's log is kept where the message says.
+    assert "%s/%s" % (tmp_path, run_id) in message and list((tmp_path / run_id).glob("*.log"))
+    # The run's object is deleted with what it made; no rank is left.
+    assert not dynamic.DynamicClient(api_client).resources.get(api_version=api_version, kind=kind).get(
+        namespace=namespace, field_selector="metadata.name=" + run_id).items
+    assert launched_processes(run_id) == []
 
 
 def test_the_jobset_webhook_refuses_what_its_controller_could_not_name(api_client, deployed):

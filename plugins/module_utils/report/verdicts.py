@@ -508,13 +508,15 @@ def run_state(pods):
     return FAILED
 
 
-def job_run_state(pods, replicas, seen_before):
-    """A Job-mode run's state from its pods (train_job_pods' entries):
-    failed as soon as one pod failed, succeeded once ``replicas`` pods
-    did, stopped when pods were ``seen_before`` and all are gone (the run's
-    object was deleted), else running."""
+def job_run_state(pods, replicas, seen_before, run=None):
+    """A Job-mode run's state from its pods (train_job_pods' entries) and,
+    when given, its object as k8s_info returns it: failed as soon as one pod
+    failed or the operator says the run failed (it may have deleted the
+    pods that would say it), succeeded once ``replicas`` pods did, stopped
+    when pods were ``seen_before`` and all are gone (the run's object was
+    deleted), else running."""
     states = [pod["state"] for pod in pods]
-    if FAILED in states:
+    if FAILED in states or (run and run_object_status(run)["failed"]):
         return FAILED
     if states.count(SUCCEEDED) >= int(replicas):
         return SUCCEEDED
@@ -552,33 +554,51 @@ def runs_in_progress(exec_pods, job_pods):
 # How each start mode's object says it has ended, as its controller writes
 # it: a condition of one of these types with status "True" (batch/v1 Job;
 # Kubeflow Training Operator v1; JobSet; Kubeflow Trainer v2), or, for a
-# Volcano Job, one of these phases in status.state.
+# Volcano Job, one of these phases in status.state (Completed the one
+# success).
 ENDED_CONDITIONS = {
     "Job": ("Complete", "Failed"),
     "PyTorchJob": ("Succeeded", "Failed"),
     "JobSet": ("Completed", "Failed"),
     "TrainJob": ("Complete", "Failed"),
 }
-ENDED_PHASES = {"Job": ("Completed", "Failed", "Terminated", "Aborted")}  # Volcano's batch.volcano.sh Job
+ENDED_PHASES = {"Job": ("Completed", "Failed", "Terminated", "Aborted")}
 _VOLCANO_GROUP = "batch.volcano.sh/"
 
 
-def run_object_ended(run):
-    """Whether a run's object (as k8s_info returns it) says its run has
-    ended; one with no status yet has not."""
+def run_object_status(run):
+    """What a run's object (as k8s_info returns it) says of its run, in its
+    operator's words: {ended, failed, words}. words is "<kind> <latest
+    condition that holds or phase>: <its message>", empty while the operator
+    has written nothing; a Volcano Job still gathering its gang says how
+    many of its pods run."""
     kind = run.get("kind", "")
     status = run.get("status") or {}
     if (run.get("apiVersion") or "").startswith(_VOLCANO_GROUP):
-        return ((status.get("state") or {}).get("phase") or "") in ENDED_PHASES["Job"]
-    ended = ENDED_CONDITIONS.get(kind, ())
-    return any(condition.get("type") in ended and condition.get("status") == "True"
-               for condition in status.get("conditions") or ())
+        state = status.get("state") or {}
+        phase = state.get("phase") or ""
+        ended = phase in ENDED_PHASES["Job"]
+        words = "Volcano Job %s" % phase if phase else ""
+        if phase == "Pending" and status.get("minAvailable"):
+            words += " (%d of a gang of %d running)" % (int(status.get("running") or 0), int(status["minAvailable"]))
+        if phase and state.get("message"):
+            words += ": " + state["message"]
+        return {"ended": ended, "failed": ended and phase != ENDED_PHASES["Job"][0], "words": words}
+    holding = [condition for condition in status.get("conditions") or () if condition.get("status") == "True"]
+    ending = [condition for condition in holding if condition.get("type") in ENDED_CONDITIONS.get(kind, ())]
+    # Controllers append conditions as they come: the last that holds is the news.
+    shown = (ending or holding or [None])[-1]
+    words = ""
+    if shown:
+        words = "%s %s" % (kind, shown.get("type")) + (": " + shown["message"] if shown.get("message") else "")
+    failed = any(condition.get("type") == "Failed" for condition in ending)
+    return {"ended": bool(ending), "failed": failed, "words": words}
 
 
 def runs_going(runs):
     """The names of the run objects that have not ended, sorted: the runs a
     stop has to delete (an ended run keeps its object and pods for its logs)."""
-    return sorted(run["metadata"]["name"] for run in runs if not run_object_ended(run))
+    return sorted(run["metadata"]["name"] for run in runs if not run_object_status(run)["ended"])
 
 
 # -- soak runs ---------------------------------------------------------------

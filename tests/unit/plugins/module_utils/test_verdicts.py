@@ -3,6 +3,7 @@ fed with what the checks really return: node check documents of the
 committed node snapshots, NCCL transport checks of real logs, benchmark
 documents built by collective_bench."""
 
+import json
 import os
 
 import pytest
@@ -381,6 +382,52 @@ def test_job_run_state(states, replicas, seen_before, state):
     assert v.job_run_state([{"state": s} for s in states], replicas, seen_before) == state
 
 
+with open(os.path.join(REPO, "tests", "fixtures", "operator_status", "lifecycles.json")) as _handle:
+    # Each start mode's run object as its real controller wrote it, status
+    # by status, in a run that succeeded and one whose rank 1 failed (the
+    # file says how it was recorded).
+    LIFECYCLES = json.load(_handle)["runs"]
+
+
+@pytest.mark.parametrize("name", sorted(LIFECYCLES))
+def test_a_run_object_ends_once_its_operator_says_so_and_fails_only_when_it_failed(name):
+    lifecycle = LIFECYCLES[name]
+    said = [v.run_object_status({"apiVersion": lifecycle["apiVersion"], "kind": lifecycle["kind"], "status": status})
+            for status in lifecycle["statuses"]]
+    # Not ended, then ended for good (Volcano writes its end twice).
+    first_end = [entry["ended"] for entry in said].index(True)
+    assert [entry["ended"] for entry in said] == [False] * first_end + [True] * (len(said) - first_end), said
+    assert [entry["failed"] for entry in said] == [False] * first_end + [lifecycle["outcome"] == "failed"] * (
+        len(said) - first_end), said
+    assert said[-1]["words"].startswith(("Volcano Job " if lifecycle["apiVersion"].startswith("batch.volcano.sh")
+                                         else lifecycle["kind"] + " "))
+
+
+def test_a_run_objects_words_are_its_operators():
+    def said(name, index):
+        lifecycle = LIFECYCLES[name]
+        return v.run_object_status({"apiVersion": lifecycle["apiVersion"], "kind": lifecycle["kind"],
+                                    "status": lifecycle["statuses"][index]})["words"]
+
+    assert said("pytorchjob-ok", 1) == "PyTorchJob Running: PyTorchJob cap-0f7335/pytorchjob-ok is running."
+    assert said("pytorchjob-fail", -1).startswith("PyTorchJob Failed: Job pytorchjob-fail has failed because")
+    assert said("jobset-fail", -1).startswith("JobSet Failed: jobset failed due to reaching max number of restarts")
+    assert said("volcano-fail", 2) == "Volcano Job Pending (1 of a gang of 2 running)"
+    assert said("volcano-fail", -1) == "Volcano Job Terminated"
+    assert said("trainjob-ok", -1) == "TrainJob Complete: jobset completed successfully"
+    # Nothing written yet (a JobSet's first statuses count its jobs only).
+    assert said("trainjob-ok", 0) == said("jobset-ok", 0) == ""
+
+
+def test_a_run_its_operator_failed_is_failed_even_with_no_pod_to_say_so():
+    failed = LIFECYCLES["volcano-fail"]
+    run = {"apiVersion": failed["apiVersion"], "kind": failed["kind"], "status": failed["statuses"][-1]}
+    assert v.job_run_state([{"state": "running"}], 2, True, run) == "failed"
+    assert v.job_run_state([], 2, True, run) == "failed"
+    going = dict(run, status=failed["statuses"][3])
+    assert v.job_run_state([{"state": "running"}], 2, True, going) == "running"
+
+
 def job_pod(name, run, phase, deleting=False):
     metadata = {"name": name, "labels": {"mlinfra.io/train-run": run, "app.kubernetes.io/name": "h-kim-train"}}
     if deleting:
@@ -419,7 +466,7 @@ def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
     assert sorted(filters) == ["bench_line", "bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
                                "node_verdicts",
-                               "pod_verdicts", "run_state", "runs_going", "runs_in_progress", "soak_report",
+                               "pod_verdicts", "run_object_status", "run_state", "runs_going", "runs_in_progress", "soak_report",
                                "soak_run_facts", "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
