@@ -148,7 +148,7 @@ def operator_controllers(localcluster, request):
     """The operators a test module names in OPERATORS, built if needed (the
     progress shown) and started on this worker's cluster for that module
     only: the other modules meet the cluster as a user without them does."""
-    names = tuple(localcluster.operators.known(list(request.module.OPERATORS)))
+    names = tuple(localcluster.operator_catalog.known(list(request.module.OPERATORS)))
     capture = request.config.pluginmanager.getplugin("capturemanager")
     runner = localcluster.operator_runner()
     try:

@@ -18,6 +18,8 @@ operators = importlib.util.module_from_spec(SPEC)
 # Registered before it runs: its dataclasses look their module up.
 sys.modules[SPEC.name] = operators
 SPEC.loader.exec_module(operators)
+# What each operator is (beside it, and on the path once it is loaded).
+catalog = sys.modules["operator_catalog"]
 GO = ROOT / "tools" / "localcluster" / "go"
 
 
@@ -100,7 +102,7 @@ def test_patches_other_than_replace_and_add_are_refused():
 
 def test_an_unknown_operator_is_refused_naming_those_there_are():
     with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, trainer, training-operator"):
-        operators.known(["jobset", "kueue-x"])
+        catalog.known(["jobset", "kueue-x"])
 
 
 def test_volcanos_webhooks_are_those_its_chart_installs_by_their_own_names():
@@ -111,7 +113,7 @@ def test_volcanos_webhooks_are_those_its_chart_installs_by_their_own_names():
     manifests, patches = operators.read_webhook_sources(GO, operator)
     configured = operators.webhook_configurations(operator, manifests, patches, 8443, "Q0E=")
     root = operators.module_dir(GO, operator)
-    enabled = operators.operator_catalog.volcano_chart_values(root)["custom"]["enabled_admissions"].split(",")
+    enabled = catalog.volcano_chart_values(root)["custom"]["enabled_admissions"].split(",")
     names = sorted(doc["metadata"]["name"] for doc in configured)
     assert names == sorted("volcano-admission-service" + path.replace("/", "-") for path in enabled)
     urls = sorted(hook["clientConfig"]["url"] for doc in configured for hook in doc["webhooks"])
@@ -122,8 +124,9 @@ def test_volcanos_webhooks_are_those_its_chart_installs_by_their_own_names():
     assert len(jobs) == 2
     for hook in jobs:
         assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["volcano-system", "kube-system"]
-    args, _ = operator.configure({"webhook": 8443, "health": 1, "metrics": 2}, Path("/d"), root)
+    args, files = operator.configure({"webhook": 8443, "health": 1, "metrics": 2}, Path("/d"), root)
     assert "--enabled-admission=" + ",".join(enabled) in args and "--listen-address=127.0.0.1" in args
+    assert files == {}
 
 
 @pytest.mark.parametrize("template, words", [
@@ -149,6 +152,6 @@ def test_a_chart_template_renders_its_conditions_values_and_release():
 
 
 def test_a_group_names_its_processes_in_order_and_builds_once():
-    assert operators.known(["volcano", "jobset", "volcano-scheduler"]) == [
+    assert catalog.known(["volcano", "jobset", "volcano-scheduler"]) == [
         "volcano-admission", "volcano-controllers", "volcano-scheduler", "jobset"]
-    assert operators.build_names(operators.known(["volcano", "jobset"])) == ["volcano", "jobset"]
+    assert catalog.build_names(catalog.known(["volcano", "jobset"])) == ["volcano", "jobset"]

@@ -77,6 +77,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 import faults  # noqa: E402  (needs the path above)
+import operator_catalog  # noqa: E402  (needs the path above)
 import operators  # noqa: E402  (needs the path above)
 import upstream_crds  # noqa: E402  (needs the path above)
 ROOT = HERE.parent.parent
@@ -226,7 +227,7 @@ def ensure_binaries(with_operators: tuple[str, ...] = ()) -> None:
     """Runs build.sh (and builds what the operators named need): a no-op
     taking well under a second when all is cached."""
     started = time.monotonic()
-    builds = operators.build_names(operators.known(list(with_operators)))
+    builds = operator_catalog.build_names(operator_catalog.known(list(with_operators)))
     extra = ["--operators", ",".join(builds)] if builds else []
     result = subprocess.run(["bash", str(BUILD), *extra], stdout=sys.stderr, stderr=sys.stderr, check=False)
     if result.returncode != 0:
@@ -501,7 +502,7 @@ def operator_runner(api: Api | None = None) -> operators.Runner:
 
 def up(timeout: float = 120, with_operators: tuple[str, ...] = ()) -> None:
     started = time.monotonic()
-    with_operators = tuple(operators.known(list(with_operators)))
+    with_operators = tuple(operator_catalog.known(list(with_operators)))
     ensure_binaries(with_operators)
     WORK.mkdir(parents=True, exist_ok=True)
     nodes = inventory_nodes()
@@ -1425,7 +1426,7 @@ def main(argv: list[str]) -> int:
     p_up.add_argument("--timeout", type=float, default=120)
     p_up.add_argument("--operators", default="", metavar="NAME,...",
                       help="also build (if needed) and start these operators: %s" % ", ".join(
-                          [*operators.OPERATORS, *operators.GROUPS]))
+                          [*operator_catalog.OPERATORS, *operator_catalog.GROUPS]))
     p_operator = sub.add_parser("operator", help="start or stop operators of the running cluster")
     p_operator.add_argument("action", choices=("start", "stop"))
     p_operator.add_argument("names", nargs="+", metavar="NAME")
@@ -1441,7 +1442,7 @@ def main(argv: list[str]) -> int:
         if args.command == "up":
             up(args.timeout, tuple(name for name in args.operators.split(",") if name))
         elif args.command == "operator":
-            names = operators.known(args.names)
+            names = operator_catalog.known(args.names)
             if args.action == "start":
                 if not is_up():
                     raise ClusterError("the cluster is not up: cluster.sh up --operators " + ",".join(args.names))

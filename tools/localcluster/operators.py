@@ -42,8 +42,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import operator_catalog  # noqa: E402  (beside this file)
-from operator_catalog import GROUPS, OPERATORS, Operator, OperatorError, build_names, known  # noqa: E402,F401
+from operator_catalog import OPERATORS, Operator, OperatorError  # noqa: E402  (beside this file)
 
 
 # --------------------------------------------------------------------------
