@@ -16,7 +16,7 @@ from test_train import assert_summary_line, launched_processes
 
 pytestmark = pytest.mark.integration
 
-OPERATORS = ("jobset", "trainer", "training-operator", "volcano")
+OPERATORS = ("jobset", "trainer", "training-operator", "volcano", "kueue")
 HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 
 
@@ -510,3 +510,32 @@ def test_admission_rules_agree_with_volcanos_webhook(api_client, deployed):
                   "invalid policy action", "duplicate event", "not a valid error code", "simultaneously",
                   "no other policy", "unable to find job plugin"):
         assert any(words in refusal and "admission webhook" in refusal for refusal in refusals), words
+
+
+def test_admission_rules_agree_with_kueues_webhooks_on_the_queue_name(api_client, deployed):
+    """The queue-name label of each kind Kueue manages here, judged by
+    admission_rules.py and by Kueue's own webhooks (a dry run)."""
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
+        QUEUE_LABEL, admission_problems)
+    namespace = deployed["cluster_namespace"]
+    resources = dynamic.DynamicClient(api_client).resources
+    batch_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "q"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    disagreements, refusals = [], []
+    for base, webhooks in ((jobset_variant("q"), ["vjobset.kb.io", "mjobset.kb.io"]),
+                           (pytorchjob_variant("q"), ["vpytorchjob.kb.io", "mpytorchjob.kb.io"]),
+                           (batch_job, ["vjob.kb.io", "mjob.kb.io"])):
+        resource = resources.get(api_version=base["apiVersion"], kind=base["kind"])
+        # Accepted; refused by Kueue (label values, not lowercase subdomains);
+        # refused by the API server (not label values).
+        for queue in ("team-a", "team.a", "q" * 63, "team_a", "Team-A", "team..a", "Team A", "q" * 64, "-team"):
+            variant = json.loads(json.dumps(base))
+            variant["metadata"]["labels"] = {QUEUE_LABEL: queue}
+            ours = [problem["message"] for problem in admission_problems(variant)]
+            theirs = judged_by_webhook(resource, variant, namespace, webhooks)
+            refusals += [theirs] if theirs else []
+            if bool(ours) != (theirs is not None):
+                disagreements.append((base["kind"], queue[:20], ours, theirs))
+    assert disagreements == []
+    assert len(refusals) == 3 * 6, refusals
+    assert sum("admission webhook" in refusal and QUEUE_LABEL in refusal for refusal in refusals) == 3 * 3, refusals

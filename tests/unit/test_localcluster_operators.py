@@ -101,7 +101,7 @@ def test_patches_other_than_replace_and_add_are_refused():
 
 
 def test_an_unknown_operator_is_refused_naming_those_there_are():
-    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, trainer, training-operator"):
+    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, kueue, trainer, training-operator, volcano, "):
         catalog.known(["jobset", "kueue-x"])
 
 
@@ -155,3 +155,31 @@ def test_a_group_names_its_processes_in_order_and_builds_once():
     assert catalog.known(["volcano", "jobset", "volcano-scheduler"]) == [
         "volcano-admission", "volcano-controllers", "volcano-scheduler", "jobset"]
     assert catalog.build_names(catalog.known(["volcano", "jobset"])) == ["volcano", "jobset"]
+
+
+def test_kueues_webhooks_take_its_kustomizations_patch_and_replacements():
+    """Kueue's kustomization gives its pod webhook a namespace selector
+    (kube-system and kueue-system left alone) and copies it to every
+    workload kind's webhook; its own kinds' webhooks keep none."""
+    operator = operators.OPERATORS["kueue"]
+    manifests, patches = operators.read_webhook_sources(GO, operator)
+    configured = operators.webhook_configurations(operator, manifests, patches, 9443, "Q0E=")
+    webhooks = dict((hook["name"], hook) for doc in configured for hook in doc["webhooks"])
+    expected = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system", "kueue-system"]}]}
+    for name in ("vpod.kb.io", "mpod.kb.io", "mjobset.kb.io", "vjob.kb.io", "vtrainjob.kb.io", "mstatefulset.kb.io"):
+        assert webhooks[name]["namespaceSelector"] == expected, name
+    for name in ("vclusterqueue.kb.io", "mworkload.kb.io", "vresourceflavor.kb.io"):
+        assert "namespaceSelector" not in webhooks[name], name
+    # All of it from the kustomization: the manifests themselves have none.
+    raw = (operators.module_dir(GO, operator) / operator.webhook_manifests[0]).read_text()
+    assert "namespaceSelector" not in raw
+
+
+def test_a_kustomization_beyond_what_is_understood_is_refused():
+    manifest = {"kind": "ValidatingWebhookConfiguration", "metadata": {"name": "v"}, "webhooks": [{"name": "a"}]}
+    with pytest.raises(operators.OperatorError, match="only inline patches are understood"):
+        operators.kustomized([manifest], {"patches": [{"path": "patch.yaml"}]})
+    with pytest.raises(operators.OperatorError, match="cannot follow the field path 'spec.x'"):
+        operators.kustomized([manifest], {"replacements": [{
+            "source": {"kind": "ValidatingWebhookConfiguration", "name": "v", "fieldPath": "spec.x"}, "targets": []}]})

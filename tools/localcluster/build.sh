@@ -22,12 +22,13 @@
 #                      (github.com/kubeflow/training-operator)
 #   volcano            Volcano's scheduler, controller manager and webhook manager
 #                      (volcano.sh/volcano)
+#   kueue              Kueue's controller manager and webhooks (sigs.k8s.io/kueue)
 #
 # Environment: MLINFRA_CACHE_DIR (see above); MLINFRA_BUILD_JOBS (go build -p,
 # default: number of CPUs). Go's own GOCACHE/GOMODCACHE are honoured.
 set -euo pipefail
 
-KNOWN_OPERATORS=(jobset trainer training-operator volcano)
+KNOWN_OPERATORS=(jobset trainer training-operator volcano kueue)
 operators=()
 while (( $# )); do
   case "$1" in
@@ -210,6 +211,12 @@ build_operator() {  # <name>
       for binary in vc-scheduler vc-controller-manager vc-webhook-manager; do
         ln -sfn "$cache/volcano-$version/$binary" "$cache/current/$binary"
       done ;;
+    kueue)
+      version="$(required_version kueue sigs.k8s.io/kueue)"
+      build_component kueue "$version$(patch_suffix kueue)" kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" \
+        kueue-controller-manager:sigs.k8s.io/kueue/cmd/kueue
+      ln -sfn "$cache/kueue-$version$(patch_suffix kueue)/kueue-controller-manager" \
+        "$cache/current/kueue-controller-manager" ;;
     *) log "no operator $1 (build.sh knows: ${KNOWN_OPERATORS[*]})"; exit 2 ;;
   esac
 }

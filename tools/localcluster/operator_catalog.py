@@ -42,6 +42,9 @@ class Operator:
     # the RFC 6902 patch of its kustomization ("replace" and "add").
     webhook_manifests: tuple[str, ...] = ()
     webhook_patches: dict[str, str] = field(default_factory=dict)
+    # Or the kustomization itself, whose inline strategic-merge patches and
+    # replacements of webhook fields are applied.
+    webhook_kustomization: str = ""
     # Or a Helm chart's template of them and the chart's values file.
     webhook_chart: tuple[str, str] = ()
     # Whether the configurations keep their release names (the operator
@@ -142,6 +145,25 @@ def _volcano_scheduler(ports: dict, directory: Path, root: Path) -> tuple[list[s
         "--cache-dump-dir=%s" % directory], {}
 
 
+def _kueue(ports: dict, directory: Path, _root: Path) -> tuple[list[str], dict[str, str]]:
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": ports["webhook"], "certDir": str(directory)},
+        "health": {"healthProbeBindAddress": "127.0.0.1:%d" % ports["health"]},
+        "metrics": {"bindAddress": "0"},
+        # The start modes' kinds (Volcano queues its own Jobs); a workload
+        # without a queue-name label is left alone, as by default.
+        "integrations": {"frameworks": ["batch/job", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset",
+                                        "trainer.kubeflow.org/trainjob"]},
+        # Its visibility API would serve on every interface and needs an
+        # APIService in front of it.
+        "featureGates": {"VisibilityOnDemand": False},
+    }
+    return ["--config", str(directory / "config.yaml")], {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
+
+
 OPERATORS = {operator.name: operator for operator in (
     Operator(name="jobset", module="sigs.k8s.io/jobset", moddir="jobset", binary="jobset-controller",
              configure=_jobset,
@@ -160,6 +182,9 @@ OPERATORS = {operator.name: operator for operator in (
              webhook_manifests=("manifests/base/webhook/manifests.yaml",),
              webhook_patches={"ValidatingWebhookConfiguration": "manifests/base/webhook/patch.yaml"},
              webhooks=("validator.pytorchjob.training-operator.kubeflow.org",)),
+    Operator(name="kueue", module="sigs.k8s.io/kueue", moddir="kueue", binary="kueue-controller-manager",
+             configure=_kueue, webhook_manifests=("config/components/webhook/manifests.yaml",),
+             webhook_kustomization="config/components/webhook/kustomization.yaml"),
     Operator(name="volcano-admission", module="volcano.sh/volcano", moddir="volcano", component="volcano",
              binary="vc-webhook-manager", configure=_volcano_admission,
              webhook_chart=(VOLCANO_CHART + "/templates/webhooks.yaml", VOLCANO_CHART + "/values.yaml"),

@@ -67,6 +67,50 @@ def _patch(document: dict, operation: dict) -> None:
         target[int(last)] = value
 
 
+def _webhook_field(document: dict, path: str, value=None, create: bool = False):
+    """Reads (or, given a value, sets) a kustomize field path of a webhook
+    configuration such as ``webhooks.[name=vpod.kb.io].namespaceSelector``."""
+    selector, _, rest = path.partition("].")
+    if not selector.startswith("webhooks.[name=") or not rest or "." in rest:
+        raise OperatorError("cannot follow the field path %r" % path)
+    name = selector[len("webhooks.[name="):]
+    for webhook in document.get("webhooks") or []:
+        if webhook.get("name") == name:
+            if value is None:
+                return webhook.get(rest)
+            if rest in webhook or create:
+                webhook[rest] = json.loads(json.dumps(value))
+            return value
+    raise OperatorError("no webhook %s in %s" % (name, document["metadata"]["name"]))
+
+
+def kustomized(manifests: list[dict], kustomization: dict) -> list[dict]:
+    """The manifests with a kustomization's inline strategic-merge patches of
+    webhooks (merged by webhook name) and its replacements of webhook fields
+    applied, as ``kustomize build`` applies those Kueue's release uses; any
+    other kind of patch is an error, never skipped."""
+    documents = json.loads(json.dumps(manifests))
+    by_kind_name = {(doc["kind"], doc["metadata"]["name"]): doc for doc in documents}
+    for patch in kustomization.get("patches") or []:
+        if "patch" not in patch or "path" in patch:
+            raise OperatorError("only inline patches are understood, not %r" % (patch,))
+        change = yaml.safe_load(patch["patch"])
+        target = by_kind_name[(change["kind"], change["metadata"]["name"])]
+        for webhook in change.get("webhooks") or []:
+            merged = [hook for hook in target["webhooks"] if hook["name"] == webhook["name"]]
+            if not merged:
+                raise OperatorError("patch names no webhook %s of %s" % (webhook["name"], change["metadata"]["name"]))
+            merged[0].update(webhook)
+    for replacement in kustomization.get("replacements") or []:
+        source = replacement["source"]
+        value = _webhook_field(by_kind_name[(source["kind"], source["name"])], source["fieldPath"])
+        for target in replacement["targets"]:
+            document = by_kind_name[(target["select"]["kind"], target["select"]["name"])]
+            for path in target["fieldPaths"]:
+                _webhook_field(document, path, value, (target.get("options") or {}).get("create", False))
+    return documents
+
+
 def webhook_configurations(operator: Operator, manifests: list[dict], patches: dict[str, list[dict]],
                            port: int, ca_bundle: str) -> list[dict]:
     """The operator's webhook configurations as the local cluster applies
@@ -180,6 +224,11 @@ def read_webhook_sources(go_dir: Path, operator: Operator) -> tuple[list[dict], 
         except OperatorError as error:
             raise OperatorError("%s: %s: %s" % (operator.name, template, error)) from None
     manifests = [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
+    if operator.webhook_kustomization:
+        try:
+            manifests = kustomized(manifests, yaml.safe_load((root / operator.webhook_kustomization).read_text()))
+        except (OperatorError, KeyError) as error:
+            raise OperatorError("%s: %s: %s" % (operator.name, operator.webhook_kustomization, error)) from None
     patches = {kind: yaml.safe_load((root / path).read_text()) for kind, path in operator.webhook_patches.items()}
     return manifests, patches
 

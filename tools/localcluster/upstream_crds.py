@@ -77,6 +77,13 @@ SOURCES = (
                              ("bus.volcano.sh_commands", "commands.bus.volcano.sh"),
                              ("topology.volcano.sh_hypernodes", "hypernodes.topology.volcano.sh"),
                              ("nodeinfo.volcano.sh_numatopologies", "numatopologies.nodeinfo.volcano.sh"))),
+    # Kueue (kueue.x-k8s.io): its queues, flavors, workloads and the rest its
+    # controller manager watches.
+    *(Source("sigs.k8s.io/kueue", "config/components/crd/bases/kueue.x-k8s.io_%s.yaml" % plural,
+             ("%s.kueue.x-k8s.io" % plural,))
+      for plural in ("admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters",
+                     "multikueueconfigs", "provisioningrequestconfigs", "resourceflavors", "topologies",
+                     "workloadpriorityclasses", "workloads")),
     # OpenShift's SecurityContextConstraints.
     Source("github.com/openshift/api",
            "security/v1/zz_generated.crd-manifests/0000_03_config-operator_01_securitycontextconstraints.crd.yaml",

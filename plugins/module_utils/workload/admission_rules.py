@@ -30,7 +30,7 @@ Kubeflow Trainer v2.3.0    TrainingRuntime: the trainer job's replicas and its n
                            container; TrainJob: reserved PET_* variables, runtime patch
                            managers, and the pod names its JobSet will have
                            (pkg/webhooks/trainingruntime_webhook.go, plugins/torch, jobset)
-Kueue v0.19.2              the queue-name label of any workload
+Kueue v0.19.0              the queue-name label of any workload, a label value first
                            (pkg/controller/jobframework/validation.go)
 ========================= ============================================================
 
@@ -39,8 +39,9 @@ a Volcano queue's state, whether a runtime exists) are the roles' live
 checks, not these.
 
 Held to the real webhooks where the local cluster runs the operator: the
-JobSet, Kubeflow Trainer, Training Operator and Volcano rules agree with
-those operators' own webhooks (or the CRD schema in front of them) on every variation of
+JobSet, Kubeflow Trainer, Training Operator, Volcano and Kueue rules agree
+with those operators' own webhooks (or the API server's checks in front of
+them) on every variation of
 tests/integration/test_train_controllers.py (names at the length limits,
 subdomains, policies, replicas, containers, reserved variables); where they
 disagreed, the webhook was right and the rule was mended. One rule cannot be
@@ -436,11 +437,18 @@ def trainjob_problems(trainjob):
 
 def queue_label_problems(obj):
     queue = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
-    if queue is None or is_dns1123_subdomain(queue):
+    if queue is None:
+        return []
+    fix = "train_queue_name: the name of a LocalQueue"
+    # A label value first (the API server's limit), then Kueue's own rule.
+    if len(queue) > _LABEL_LIMIT:
+        return [_problem("the API server", "metadata.labels[%s]" % QUEUE_LABEL,
+                         'Invalid value: "%s": must be no more than 63 characters' % queue, fix)]
+    if is_dns1123_subdomain(queue):
         return []
     return [_problem("Kueue", "metadata.labels[%s]" % QUEUE_LABEL,
                      'Invalid value: "%s": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-                     "characters, '-' or '.'" % queue, "train_queue_name: the name of a LocalQueue")]
+                     "characters, '-' or '.'" % queue, fix)]
 
 
 _RULES = {

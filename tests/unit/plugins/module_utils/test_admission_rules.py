@@ -196,6 +196,8 @@ CASES = [
     # Kueue
     ("kueue-queue-name", "trainjob", ["metadata", "labels", ar.QUEUE_LABEL], "Team A",
      'Invalid value: "Team A": a lowercase RFC 1123 subdomain', "train_queue_name"),
+    ("queue-name-label-length", "trainjob", ["metadata", "labels", ar.QUEUE_LABEL], "q" * 64,
+     "must be no more than 63 characters", "train_queue_name"),
 ]
 
 
@@ -223,7 +225,7 @@ def test_each_rule_refuses_with_the_webhooks_words_and_a_fix(kind, path, value, 
 
 def test_every_rule_has_its_case():
     """A rule added without a case here fails this count."""
-    assert len(CASES) == len({case[0] for case in CASES}) == 59
+    assert len(CASES) == len({case[0] for case in CASES}) == 60
 
 
 def test_objects_of_kinds_without_webhook_rules_are_only_checked_for_a_queue():
