@@ -70,8 +70,8 @@ def _patch(document: dict, operation: dict) -> None:
 def _webhook_field(document: dict, path: str, value=None, create: bool = False):
     """Reads (or, given a value, sets) a kustomize field path of a webhook
     configuration such as ``webhooks.[name=vpod.kb.io].namespaceSelector``."""
-    selector, _, rest = path.partition("].")
-    if not selector.startswith("webhooks.[name=") or not rest or "." in rest:
+    selector, closed, rest = path.partition("].")
+    if not selector.startswith("webhooks.[name=") or not closed or not rest or "." in rest:
         raise OperatorError("cannot follow the field path %r" % path)
     name = selector[len("webhooks.[name="):]
     for webhook in document.get("webhooks") or []:
