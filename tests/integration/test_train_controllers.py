@@ -16,7 +16,10 @@ from test_train import assert_summary_line, launched_processes
 
 pytestmark = pytest.mark.integration
 
-OPERATORS = ("jobset", "trainer", "training-operator", "volcano", "kueue")
+OPERATORS = ("jobset", "trainer", "training-operator", "volcano")
+# Started for its own test only: its webhooks see every pod and StatefulSet
+# of the cluster while it runs, which the other tests' runs need not pay for.
+QUEUEING = "kueue"
 HEALTHY = ["moc-r4pcc04u09-nairr", "moc-r4pcc04u11-nairr"]
 
 
@@ -512,7 +515,17 @@ def test_admission_rules_agree_with_volcanos_webhook(api_client, deployed):
         assert any(words in refusal and "admission webhook" in refusal for refusal in refusals), words
 
 
-def test_admission_rules_agree_with_kueues_webhooks_on_the_queue_name(api_client, deployed):
+@pytest.fixture
+def queueing(localcluster, operator_controllers):
+    localcluster.ensure_binaries((QUEUEING,))
+    operator_controllers.start(QUEUEING)
+    try:
+        yield
+    finally:
+        operator_controllers.stop(QUEUEING)
+
+
+def test_admission_rules_agree_with_kueues_webhooks_on_the_queue_name(api_client, deployed, queueing):
     """The queue-name label of each kind Kueue manages here, judged by
     admission_rules.py and by Kueue's own webhooks (a dry run)."""
     from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.admission_rules import (
