@@ -31,22 +31,30 @@ def deployed(api_client, operator_controllers):
         yield dict(settings, replicas=2)
 
 
+def trained(deployed, mode, run_id, tmp_path):
+    """train.yml's demo run in a start mode, which must have succeeded: its
+    last words the summary line, every rank's loss falling, the summary of
+    that start mode."""
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode=mode, train_run_id=run_id,
+                                                  train_logs_dir=str(tmp_path)))
+    assert not run.failed, run.failure_messages()
+    (said,) = run.results("Report the run")
+    assert run.last_words() == said["msg"]
+    assert_summary_line(said["msg"], run_id, tmp_path / run_id)
+    summary = json.loads((tmp_path / run_id / "summary.json").read_text())
+    assert summary["start_mode"] == mode
+    for status in summary["status"]:
+        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    return run
+
+
 def jobsets(api_client):
     return dynamic.DynamicClient(api_client).resources.get(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet")
 
 
 def test_a_jobset_trains_through_the_jobset_controller(api_client, deployed, tmp_path):
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="jobset", train_run_id="JobSet-OK",
-                                                  train_logs_dir=str(tmp_path)))
-    assert not run.failed, run.failure_messages()
-    (said,) = run.results("Report the run")
-    assert run.last_words() == said["msg"]
-    assert_summary_line(said["msg"], "JobSet-OK", tmp_path / "JobSet-OK")
-    summary = json.loads((tmp_path / "JobSet-OK" / "summary.json").read_text())
-    assert summary["start_mode"] == "jobset"
-    for status in summary["status"]:
-        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    trained(deployed, "jobset", "JobSet-OK", tmp_path)
     # The controller's own work: its status says the run completed, its
     # webhook defaulted what the rendered JobSet leaves out, and the pods
     # are those of the Job it made.
@@ -68,13 +76,7 @@ def test_a_pytorchjob_trains_through_the_training_operator(api_client, deployed,
     """The Training Operator makes the pods, their Services and their PET_*
     variables; the launcher's rendezvous agrees with them."""
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="pytorchjob",
-                                                  train_run_id="PyTorchJob-OK", train_logs_dir=str(tmp_path)))
-    assert not run.failed, run.failure_messages()
-    (said,) = run.results("Report the run")
-    assert_summary_line(said["msg"], "PyTorchJob-OK", tmp_path / "PyTorchJob-OK")
-    for status in json.loads((tmp_path / "PyTorchJob-OK" / "summary.json").read_text())["status"]:
-        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    run = trained(deployed, "pytorchjob", "PyTorchJob-OK", tmp_path)
     # The progress lines say what the operator says.
     progress = [said["msg"] for said in run.results("Say how far the run is")]
     assert any("PyTorchJob Running: PyTorchJob " in line or "PyTorchJob Succeeded: PyTorchJob " in line
@@ -109,13 +111,7 @@ def test_a_volcano_job_trains_through_volcanos_scheduler_and_controllers(api_cli
     the rendezvous as 127.0.0.1; test_train_job_manifests.py runs the
     launch script's reading of the hosts.)"""
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="volcano", train_run_id="Volcano-OK",
-                                                  train_logs_dir=str(tmp_path)))
-    assert not run.failed, run.failure_messages()
-    (said,) = run.results("Report the run")
-    assert_summary_line(said["msg"], "Volcano-OK", tmp_path / "Volcano-OK")
-    for status in json.loads((tmp_path / "Volcano-OK" / "summary.json").read_text())["status"]:
-        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    trained(deployed, "volcano", "Volcano-OK", tmp_path)
     resources = dynamic.DynamicClient(api_client).resources
     volcano_jobs = resources.get(api_version="batch.volcano.sh/v1alpha1", kind="Job")
     job = volcano_jobs.get(namespace=namespace, name="volcano-ok")
@@ -138,13 +134,7 @@ def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(ap
     """Trainer v2 makes the JobSet from the deployment's TrainingRuntime and
     the run's TrainJob; the JobSet controller makes its Jobs."""
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="trainjob", train_run_id="TrainJob-OK",
-                                                  train_logs_dir=str(tmp_path)))
-    assert not run.failed, run.failure_messages()
-    (said,) = run.results("Report the run")
-    assert_summary_line(said["msg"], "TrainJob-OK", tmp_path / "TrainJob-OK")
-    for status in json.loads((tmp_path / "TrainJob-OK" / "summary.json").read_text())["status"]:
-        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    trained(deployed, "trainjob", "TrainJob-OK", tmp_path)
     resources = dynamic.DynamicClient(api_client).resources
     trainjob = resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind="TrainJob").get(
         namespace=namespace, name="trainjob-ok")
