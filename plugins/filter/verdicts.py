@@ -75,6 +75,16 @@ def run_object_status(run):
     return verdicts.run_object_status(run)
 
 
+def queue_admission(workloads, queue_name):
+    return verdicts.queue_admission(_list(workloads, "queue_admission"), queue_name)
+
+
+def local_queue_problem(found, queue_name, namespace):
+    if not isinstance(found, dict):
+        raise AnsibleFilterError("local_queue_problem expects k8s_info's answer (a dict), got %s" % type(found).__name__)
+    return verdicts.local_queue_problem(found, queue_name, namespace)
+
+
 def runs_in_progress(exec_pods, job_pods):
     return verdicts.runs_in_progress(_list(exec_pods, "runs_in_progress"), _list(job_pods, "job_pods"))
 
@@ -111,6 +121,8 @@ class FilterModule(object):
             "job_run_state": job_run_state,
             "runs_going": runs_going,
             "run_object_status": run_object_status,
+            "queue_admission": queue_admission,
+            "local_queue_problem": local_queue_problem,
             "soak_report": soak_report,
             "soak_run_facts": soak_run_facts,
             "node_port_deltas": node_port_deltas,

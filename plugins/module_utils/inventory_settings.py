@@ -436,6 +436,7 @@ SETTINGS = {
                           "a run id of letters, digits, '.', '_' and '-' (at most 63)"),
     "train_steps": _count(1),
     "train_timeout": SECONDS,
+    "train_queue_timeout": SECONDS,
     "train_poll_interval": SECONDS,
     "train_progress_interval": SECONDS,
     "train_job_resolve_timeout": SECONDS,

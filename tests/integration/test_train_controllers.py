@@ -6,13 +6,15 @@ their pods, and the local cluster runs each pod's command on this machine,
 so the launchers rendezvous on 127.0.0.1 and train the collection's tiny
 model over gloo, as in the job start mode (test_train_jobs.py)."""
 
+import concurrent.futures
 import json
 import time
 
 import pytest
-from ansible_cli import deployment, run_playbook
+from ansible_cli import LOCAL_PORTS, deployment, run_playbook
 from kubernetes import client, dynamic
 from test_train import assert_summary_line, launched_processes
+from test_train_jobs import APP, running_pods
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +96,8 @@ def test_a_pytorchjob_trains_through_the_training_operator(api_client, deployed,
         env = {item.name: item.value for item in pod.spec.containers[0].env or []}
         # The operator's elastic variables, from the rendered elasticPolicy.
         assert env.get("PET_NNODES") == "2:2" and env.get("PET_RDZV_BACKEND") == "c10d", env
-        assert env.get("PET_RDZV_ENDPOINT") == "pytorchjob-ok-worker-0:%s" % deployed.get("train_port", 29500), env
+        port = LOCAL_PORTS.get("train_rdzv_port", 29500)
+        assert env.get("PET_RDZV_ENDPOINT") == "pytorchjob-ok-worker-0:%s" % port, env
     services = client.CoreV1Api(api_client).list_namespaced_service(
         namespace, label_selector="training.kubeflow.org/job-name=pytorchjob-ok")
     assert sorted(service.metadata.name for service in services.items) == [
@@ -130,29 +133,27 @@ def test_a_volcano_job_trains_through_volcanos_scheduler_and_controllers(api_cli
     assert launched_processes("Volcano-OK") == []
 
 
-def test_a_trainjob_trains_through_kubeflow_trainer_and_the_jobset_controller(api_client, deployed, tmp_path):
-    """Trainer v2 makes the JobSet from the deployment's TrainingRuntime and
-    the run's TrainJob; the JobSet controller makes its Jobs."""
-    namespace = deployed["cluster_namespace"]
-    trained(deployed, "trainjob", "TrainJob-OK", tmp_path)
+def assert_trained_through_trainer(api_client, namespace, run_id):
+    """Trainer v2 made the JobSet from the deployment's TrainingRuntime and
+    the run's TrainJob, the JobSet controller its Jobs, and Trainer's torch
+    plugin gave each node its PET_* variables."""
+    name = run_id.lower()
     resources = dynamic.DynamicClient(api_client).resources
     trainjob = resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind="TrainJob").get(
-        namespace=namespace, name="trainjob-ok")
+        namespace=namespace, name=name)
     conditions = {c["type"]: c["status"] for c in trainjob.status.conditions}
     assert conditions.get("Complete") == "True", conditions
     # Trainer's defaulting webhook stamps the time of each runtime patch.
     assert trainjob.spec.runtimePatches[0].time
-    jobset = jobsets(api_client).get(namespace=namespace, name="trainjob-ok")
+    jobset = jobsets(api_client).get(namespace=namespace, name=name)
     (owner,) = jobset.metadata.ownerReferences
-    assert (owner.kind, owner.name) == ("TrainJob", "trainjob-ok")
-    pods = client.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="mlinfra.io/train-run=trainjob-ok")
+    assert (owner.kind, owner.name) == ("TrainJob", name)
+    pods = client.CoreV1Api(api_client).list_namespaced_pod(namespace, label_selector="mlinfra.io/train-run=" + name)
     assert sorted(pod.metadata.name.rsplit("-", 1)[0] for pod in pods.items) == [
-        "trainjob-ok-node-0-0", "trainjob-ok-node-0-1"]
+        name + "-node-0-0", name + "-node-0-1"]
     for pod in pods.items:
-        # Trainer's torch plugin gives each node its PET_* variables.
         env = {item.name: item.value for item in pod.spec.containers[0].env or []}
         assert env.get("PET_NNODES") == "2", env
-    assert launched_processes("TrainJob-OK") == []
 
 
 # Not volcano: its policy (PodFailed: TerminateJob) may delete the pod of
@@ -543,3 +544,149 @@ def test_admission_rules_agree_with_kueues_webhooks_on_the_queue_name(api_client
     assert disagreements == []
     assert len(refusals) == 3 * 6, refusals
     assert sum("admission webhook" in refusal and QUEUE_LABEL in refusal for refusal in refusals) == 3 * 3, refusals
+
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+QUEUE, CLUSTER_QUEUE, FLAVOR = "team-a", "mlinfra-gpus", "mlinfra-any-node"
+
+
+def kueue_resource(api_client, kind):
+    return dynamic.DynamicClient(api_client).resources.get(api_version=KUEUE, kind=kind)
+
+
+@pytest.fixture
+def gpu_queue(api_client, deployed, queueing):
+    """LocalQueue team-a of the runs' namespace on a ClusterQueue whose GPU
+    quota holds one run of two pods, the RDMA NICs' VFs, CPU and memory
+    ample: a second run waits for the GPUs."""
+    namespace = deployed["cluster_namespace"]
+    # What each run's pod asks for: the StatefulSet's pod's (deploy.yml's).
+    template = client.AppsV1Api(api_client).read_namespaced_stateful_set(
+        APP, namespace).spec.template.spec
+    requests = [container.resources.requests or {} for container in template.containers + (
+        template.init_containers or [])]
+    quotas = dict((name, 100) for asked in requests for name in asked)
+    quotas.update(cpu=1000, memory="100Ti")
+    quotas["nvidia.com/gpu"] = 2 * max(int(asked.get("nvidia.com/gpu", 0)) for asked in requests)
+    objects = [
+        ("ResourceFlavor", None, {"metadata": {"name": FLAVOR}}),
+        ("ClusterQueue", None, {"metadata": {"name": CLUSTER_QUEUE}, "spec": {
+            "namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": sorted(quotas),
+                "flavors": [{"name": FLAVOR, "resources": [
+                    {"name": name, "nominalQuota": quotas[name]} for name in sorted(quotas)]}]}]}}),
+        ("LocalQueue", namespace, {"metadata": {"name": QUEUE}, "spec": {"clusterQueue": CLUSTER_QUEUE}}),
+    ]
+    for kind, namespace, body in objects:
+        kueue_resource(api_client, kind).create(body=dict(body, apiVersion=KUEUE, kind=kind), namespace=namespace)
+    try:
+        yield QUEUE
+    finally:
+        for kind, namespace, body in reversed(objects):
+            kueue_resource(api_client, kind).delete(name=body["metadata"]["name"], namespace=namespace)
+
+
+def workloads(api_client, namespace, run):
+    """The Workloads Kueue made for the run's object, named after its kind
+    and the run."""
+    found = kueue_resource(api_client, "Workload").get(namespace=namespace)
+    return [item for item in found.items if any(
+        owner.name == run for owner in item.metadata.ownerReferences or ())]
+
+
+def admitted(workload):
+    return any(condition.type == "Admitted" and condition.status == "True"
+               for condition in workload.status.conditions or ()) if workload.status else False
+
+
+def waiting_for(what, done, deadline, following=()):
+    while not done():
+        assert time.monotonic() < deadline, what
+        assert not any(run.done() for run in following), "a run ended before " + what
+        time.sleep(0.5)
+
+
+def test_runs_on_a_kueue_localqueue_wait_for_its_gpu_quota(api_client, deployed, gpu_queue, tmp_path):
+    """Three runs on one LocalQueue whose GPUs hold one run: a JobSet takes
+    them; a PyTorchJob waits, not admitted, past its train_queue_timeout and
+    is deleted, the play saying which quota is short in Kueue's words; a
+    TrainJob waits until the JobSet's run is stopped (-e stop=true), then
+    trains through Trainer v2 and the JobSet controller. Kueue's webhooks
+    suspended each object, its controllers made their Workloads and
+    admitted them; train.yml follows the Workloads."""
+    namespace = deployed["cluster_namespace"]
+    queued = dict(deployed, train_queue_name=gpu_queue, train_logs_dir=str(tmp_path), train_poll_interval=1,
+                  train_progress_interval=2)
+    stop = dict(deployed, train_start_mode="jobset", stop=True)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(run_playbook, "train.yml", "local", dict(
+            queued, train_start_mode="jobset", train_run_id="queued-first", train_args=["--steps", "1000000"]))
+        try:
+            deadline = time.monotonic() + 120
+            # The JobSet's pods train: its Workload holds the GPU quota.
+            waiting_for("the first run's pods ran",
+                        lambda: len(running_pods(api_client, namespace, "queued-first")) == 2, deadline, [first])
+            (workload,) = workloads(api_client, namespace, "queued-first")
+            assert admitted(workload) and workload.status.admission.clusterQueue == CLUSTER_QUEUE
+
+            refused = run_playbook("train.yml", "local", dict(queued, train_start_mode="pytorchjob",
+                                                              train_run_id="queued-refused", train_queue_timeout=3))
+            assert refused.failed
+            (message,) = refused.failure_messages()
+            assert message.startswith("run queued-refused was not admitted within train_queue_timeout=3 s "
+                                      "(LocalQueue team-a: not admitted: couldn't assign flavors to pod set worker: "
+                                      "insufficient unused quota for nvidia.com/gpu in flavor %s" % FLAVOR), message
+            assert message.endswith(
+                "its PyTorchJob was deleted. Fix: raise train_queue_timeout, ask for fewer replicas, or wait until the "
+                "quota of its ClusterQueue is free (kubectl get clusterqueues shows what each holds)"), message
+            assert not workloads(api_client, namespace, "queued-refused")
+
+            last = pool.submit(run_playbook, "train.yml", "local", dict(
+                queued, train_start_mode="trainjob", train_run_id="queued-last"))
+            # Kueue has looked at it and keeps it waiting.
+            waiting_for("the last run waited", lambda: any(
+                condition.type == "QuotaReserved" and condition.status == "False"
+                for workload in workloads(api_client, namespace, "queued-last")
+                for condition in (workload.status and workload.status.conditions) or ()), deadline, [first, last])
+            assert not running_pods(api_client, namespace, "queued-last")
+            stopped = run_playbook("train.yml", "local", stop)
+            assert not stopped.failed, stopped.failure_messages()
+            (said,) = stopped.results("Say what was stopped")
+            assert said["msg"].startswith("deleted queued-first (JobSet)"), said
+        finally:
+            if not first.done():
+                run_playbook("train.yml", "local", stop)
+        ended = first.result(timeout=60)
+        run = last.result(timeout=180)
+    assert ended.failed and ended.last_words().startswith(("run queued-first failed: ", "run queued-first stopped: "))
+    assert not run.failed, run.failure_messages()
+    lines = [said["msg"] for said in run.results("Say where the run waits")]
+    assert all(line.startswith("run queued-last queued after ") for line in lines[:-1]), lines
+    assert any(line.endswith("LocalQueue team-a: not admitted: couldn't assign flavors to pod set node: "
+                             "insufficient unused quota for nvidia.com/gpu in flavor %s, 8 more needed" % FLAVOR)
+               for line in lines), lines
+    assert lines[-1].startswith("run queued-last admitted after ") and lines[-1].endswith(
+        "LocalQueue team-a: admitted by ClusterQueue %s" % CLUSTER_QUEUE), lines
+    (said,) = run.results("Report the run")
+    assert run.last_words() == said["msg"]
+    assert_summary_line(said["msg"], "queued-last", tmp_path / "queued-last")
+    summary = json.loads((tmp_path / "queued-last" / "summary.json").read_text())
+    assert summary["start_mode"] == "trainjob"
+    for status in summary["status"]:
+        assert status["state"] == "succeeded" and status["first_loss"] > status["latest_loss"]
+    (workload,) = workloads(api_client, namespace, "queued-last")
+    assert admitted(workload)
+    assert_trained_through_trainer(api_client, namespace, "queued-last")
+    assert launched_processes("queued-first") == launched_processes("queued-last") == []
+
+
+def test_a_run_on_a_localqueue_that_admits_nothing_is_refused_before_anything_is_made(
+        api_client, deployed, queueing, tmp_path):
+    namespace = deployed["cluster_namespace"]
+    run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="jobset", train_queue_name="nobodys",
+                                                  train_run_id="unqueued", train_logs_dir=str(tmp_path)))
+    assert run.failed
+    (message,) = run.failure_messages()
+    assert message.startswith("train_queue_name: LocalQueue %s/nobodys does not exist, and Kueue would hold the "
+                              "run until it does; fix: " % namespace), message
+    assert not jobsets(api_client).get(namespace=namespace, field_selector="metadata.name=unqueued").items

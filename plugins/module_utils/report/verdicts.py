@@ -601,6 +601,70 @@ def runs_going(runs):
     return sorted(run["metadata"]["name"] for run in runs if not run_object_status(run)["ended"])
 
 
+# Kueue (kueue.x-k8s.io/v1beta2, v0.15 and later) makes a Workload for each
+# run object it manages, labelled with the object's uid; the object stays
+# suspended until the Workload's Admitted condition holds.
+WORKLOAD_OWNER_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+def local_queue_problem(found, queue_name, namespace):
+    """Why a run put on LocalQueue ``queue_name`` would never be admitted,
+    from k8s_info's answer for that LocalQueue (``found``: api_found,
+    resources), naming train_queue_name and the fix; empty when the queue is
+    there and active. Kueue holds such a run without an error of its own."""
+    if not found.get("api_found", True):
+        return ("train_queue_name is %s, but the cluster serves no kueue.x-k8s.io/v1beta2 LocalQueue (Kueue v0.15 "
+                "or later); fix: install Kueue, or leave train_queue_name empty" % queue_name)
+    queues = found.get("resources") or []
+    if not queues:
+        return ("train_queue_name: LocalQueue %s/%s does not exist, and Kueue would hold the run until it does; fix: "
+                "a LocalQueue of the namespace (kubectl get localqueues -n %s), or ask the cluster's admins for one"
+                % (namespace, queue_name, namespace))
+    conditions = (queues[0].get("status") or {}).get("conditions") or ()
+    inactive = [condition for condition in conditions
+                if condition.get("type") == "Active" and condition.get("status") == "False"]
+    if inactive:
+        return ("train_queue_name: LocalQueue %s/%s admits nothing: %s; fix: its ClusterQueue (spec.clusterQueue) "
+                "must exist and be active, or take another LocalQueue"
+                % (namespace, queue_name, inactive[0].get("message") or inactive[0].get("reason") or "inactive"))
+    return ""
+
+
+def queue_admission(workloads, queue_name):
+    """Whether Kueue lets a run queued on LocalQueue ``queue_name`` start,
+    from its Workloads as k8s_info returns them: {admitted, words}.
+    admitted once a Workload's Admitted condition holds (quota reserved in a
+    ClusterQueue, every admission check passed), and it stays so after the
+    Workload finished; words say where the run stands in Kueue's words: the
+    ClusterQueue that admitted it, or why it waits (the message of the
+    condition Kueue changed last, such as QuotaReserved's, which names the
+    quota that is short), or that Kueue has made no Workload yet."""
+    if not workloads:
+        return {"admitted": False,
+                "words": "LocalQueue %s: no Workload for the run yet (Kueue makes one for each run object it "
+                         "manages)" % queue_name}
+    # One Workload per run object; a second would be Kueue's replacement of
+    # the first, the newest the news.
+    workload = sorted(workloads, key=lambda item: (item.get("metadata") or {}).get("creationTimestamp") or "")[-1]
+    status = workload.get("status") or {}
+    conditions = dict((condition.get("type"), condition) for condition in status.get("conditions") or ())
+    admitted = any(conditions.get(kind, {}).get("status") == "True" for kind in ("Admitted", "Finished"))
+    if admitted:
+        cluster_queue = (status.get("admission") or {}).get("clusterQueue") or "?"
+        return {"admitted": True, "words": "LocalQueue %s: admitted by ClusterQueue %s" % (queue_name, cluster_queue)}
+    # Why it waits: QuotaReserved's message names the quota that is short;
+    # past the quota, Admitted's names the admission checks; else the
+    # condition Kueue changed last (an eviction, say).
+    held = [conditions[kind] for kind in ("QuotaReserved", "Admitted")
+            if conditions.get(kind, {}).get("status") == "False" and conditions[kind].get("message")]
+    latest = sorted(conditions.values(), key=lambda condition: condition.get("lastTransitionTime") or "")
+    said = (held or latest[-1:] or [{}])[0]
+    words = "LocalQueue %s: not admitted" % queue_name
+    if said.get("message"):
+        words += ": " + said["message"]
+    return {"admitted": False, "words": words}
+
+
 # -- soak runs ---------------------------------------------------------------
 
 

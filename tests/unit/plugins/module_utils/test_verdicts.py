@@ -428,6 +428,60 @@ def test_a_run_its_operator_failed_is_failed_even_with_no_pod_to_say_so():
     assert v.job_run_state([{"state": "running"}], 2, True, going) == "running"
 
 
+with open(os.path.join(REPO, "tests", "fixtures", "operator_status", "kueue.json")) as _handle:
+    # Kueue's Workloads and LocalQueues as the real Kueue wrote them, status
+    # by status, for runs admitted, left waiting and admitted after a wait
+    # (the file says how it was recorded).
+    KUEUE = json.load(_handle)
+
+
+def kueue_workload(owner, index):
+    (name,) = [name for name, workload in KUEUE["workloads"].items() if workload["owner"] == owner]
+    return {"metadata": {"name": name}, "status": KUEUE["workloads"][name]["statuses"][index]}
+
+
+def test_a_queued_run_is_admitted_when_kueue_says_so_and_says_why_it_waits_until_then():
+    waited = KUEUE["workloads"][[name for name in KUEUE["workloads"] if name.startswith("trainjob-")][0]]["statuses"]
+    said = [v.queue_admission([{"status": status}], "team-a") for status in waited]
+    first = [entry["admitted"] for entry in said].index(True)
+    assert first > 0 and all(entry["admitted"] for entry in said[first:]), said
+    # The quota that is short, in Kueue's words, even once a later condition
+    # (PodsReady, waiting for pods it has not let start) came.
+    for entry in said[:first]:
+        assert entry["words"] == (
+            "LocalQueue team-a: not admitted: couldn't assign flavors to pod set node: insufficient unused quota "
+            "for nvidia.com/gpu in flavor mlinfra-any-node, 8 more needed"), entry
+    assert said[first]["words"] == said[-1]["words"] == "LocalQueue team-a: admitted by ClusterQueue mlinfra-gpus"
+    # A run that waited and was never admitted, and one admitted at once.
+    refused = v.queue_admission([kueue_workload("PyTorchJob/queued-refused", -1)], "team-a")
+    assert not refused["admitted"] and "pod set worker: insufficient unused quota" in refused["words"]
+    assert v.queue_admission([kueue_workload("JobSet/queued-first", 0)], "team-a")["admitted"]
+    # Before Kueue made a Workload: not admitted, and why not said.
+    assert v.queue_admission([], "team-a") == {
+        "admitted": False,
+        "words": "LocalQueue team-a: no Workload for the run yet (Kueue makes one for each run object it manages)"}
+    assert FilterModule().filters()["queue_admission"]([kueue_workload("JobSet/queued-first", -1)], "q")["admitted"]
+
+
+def test_a_localqueue_that_would_admit_nothing_is_named_with_the_fix():
+    def problem(answer):
+        return v.local_queue_problem(answer, "team-a", "ns-1")
+
+    assert problem({"api_found": True, "resources": [{"status": KUEUE["local_queues"]["team-a"]["statuses"][-1]}]}) \
+        == ""
+    orphan = {"api_found": True, "resources": [{"status": KUEUE["local_queues"]["orphan-queue"]["statuses"][-1]}]}
+    assert problem(orphan) == (
+        "train_queue_name: LocalQueue ns-1/team-a admits nothing: Can't submit new workloads to clusterQueue; fix: "
+        "its ClusterQueue (spec.clusterQueue) must exist and be active, or take another LocalQueue")
+    assert problem({"api_found": True, "resources": []}).startswith(
+        "train_queue_name: LocalQueue ns-1/team-a does not exist, and Kueue would hold the run until it does; fix: ")
+    assert problem({"api_found": False, "resources": []}).startswith(
+        "train_queue_name is team-a, but the cluster serves no kueue.x-k8s.io/v1beta2 LocalQueue")
+    # A LocalQueue Kueue has not looked at yet: nothing known against it.
+    assert problem({"api_found": True, "resources": [{"status": KUEUE["local_queues"]["orphan-queue"]["statuses"][0]}]}) \
+        == ""
+
+
 def job_pod(name, run, phase, deleting=False):
     metadata = {"name": name, "labels": {"mlinfra.io/train-run": run, "app.kubernetes.io/name": "h-kim-train"}}
     if deleting:
@@ -464,10 +518,10 @@ def test_runs_in_progress_are_the_exec_runs_still_running_and_the_job_runs_with_
 
 def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     filters = FilterModule().filters()
-    assert sorted(filters) == ["bench_line", "bench_verdict", "fabric_fitness", "fitness_line", "job_run_state", "node_port_deltas",
-                               "node_verdicts",
-                               "pod_verdicts", "run_object_status", "run_state", "runs_going", "runs_in_progress", "soak_report",
-                               "soak_run_facts", "verify_report"]
+    assert sorted(filters) == ["bench_line", "bench_verdict", "fabric_fitness", "fitness_line", "job_run_state",
+                               "local_queue_problem", "node_port_deltas", "node_verdicts", "pod_verdicts",
+                               "queue_admission", "run_object_status", "run_state", "runs_going", "runs_in_progress",
+                               "soak_report", "soak_run_facts", "verify_report"]
     for name in filters:
         assert os.path.isfile(os.path.join(REPO, "plugins", "filter", name + ".yml")), "%s has no documentation" % name
     assert filters["run_state"](said("running")) == "running"
@@ -477,6 +531,10 @@ def test_the_filters_give_the_same_verdicts_and_refuse_what_is_not_a_list():
     assert filters["soak_run_facts"]([{"pod": "p-0", "node": "n1", "uid": "u", "nccl": {}, "placement": None},
                                       {"pod": "p-1", "node": None}], "3") == {
         "run": 3, "pods": [{"pod": "p-0", "node": "n1", "uid": "u"}]}
+    with pytest.raises(AnsibleFilterError, match="queue_admission takes a list, got dict"):
+        filters["queue_admission"]({}, "q")
+    with pytest.raises(AnsibleFilterError, match="local_queue_problem expects k8s_info's answer"):
+        filters["local_queue_problem"]([], "q", "ns")
     with pytest.raises(AnsibleFilterError, match="node_verdicts takes a list, got str"):
         filters["node_verdicts"]("a", [], [], 1, "ns")
     with pytest.raises(AnsibleFilterError, match="fix the -e value"):
