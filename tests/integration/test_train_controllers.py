@@ -686,7 +686,7 @@ def test_a_run_on_a_localqueue_that_admits_nothing_is_refused_before_anything_is
     run = run_playbook("train.yml", "local", dict(deployed, train_start_mode="jobset", train_queue_name="nobodys",
                                                   train_run_id="unqueued", train_logs_dir=str(tmp_path)))
     assert run.failed
-    (message,) = run.failure_messages()
-    assert message.startswith("train_queue_name: LocalQueue %s/nobodys does not exist, and Kueue would hold the "
-                              "run until it does; fix: " % namespace), message
+    message = " ".join(run.failure_messages())
+    assert ("train_queue_name: LocalQueue %s/nobodys does not exist, and Kueue would hold the run until it does; fix: "
+            % namespace) in message, message
     assert not jobsets(api_client).get(namespace=namespace, field_selector="metadata.name=unqueued").items
