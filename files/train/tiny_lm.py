@@ -167,6 +167,10 @@ def build_parser():
     # Test hooks (see the module's docstring).
     parser.add_argument("--fail-on-rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--fail-at-step", type=int, default=3, help=argparse.SUPPRESS)
+    # A test hook too: a run kept long so that it can be stopped, timed out
+    # or queued behind, idle between its steps instead of keeping every
+    # core of a test machine busy.
+    parser.add_argument("--step-pause", type=float, default=0.0, help=argparse.SUPPRESS)
     return parser
 
 
@@ -239,6 +243,8 @@ def main(argv=None):
                 log(line)
             if not math.isfinite(loss_value):
                 raise SystemExit("tiny_lm: the loss is %s at step %d; lower --lr" % (loss_value, step))
+        if args.step_pause > 0:
+            time.sleep(args.step_pause)
     if talk:
         log("Training completed: %d steps in %.1fs, loss %.4f -> %.4f (world size %d, %s)" % (
             args.steps, time.perf_counter() - started, first_loss, loss_value, world_size, backend))

@@ -124,7 +124,7 @@ def test_a_run_in_progress_is_not_killed_by_deploy_scale_or_teardown_unless_aske
     changing anything, naming the run, its pods and the fix; deploy.yml
     with -e stop_running=true stops the run first and goes on."""
     settings = dict(deployed, train_run_id="long-run-3", train_logs_dir=str(tmp_path), train_timeout=600,
-                    train_args=["--steps", "1000000"])
+                    train_args=["--steps", "1000000", "--step-pause", "0.2"])
     with playbook_in_background("train.yml", "local", settings) as finish:
         deadline = time.monotonic() + 120
         while not looks_at_the_pods_started("long-run-3") and time.monotonic() < deadline:
@@ -160,7 +160,7 @@ def test_a_pod_deleted_while_the_run_runs_is_named_as_the_cause(deployed, tmp_pa
     core = client.CoreV1Api(api_client)
     namespace = deployed["cluster_namespace"]
     settings = dict(deployed, train_run_id="lost-pod", train_logs_dir=str(tmp_path), train_timeout=300,
-                    train_poll_interval=1, train_args=["--steps", "1000000"])
+                    train_poll_interval=1, train_args=["--steps", "1000000", "--step-pause", "0.2"])
     try:
         with playbook_in_background("train.yml", "local", settings) as finish:
             deadline = time.monotonic() + 120
@@ -233,7 +233,7 @@ def test_a_failing_rank_fails_the_play_with_its_log(deployed, tmp_path):
 
 def test_a_run_past_its_timeout_is_stopped_on_every_rank(deployed, tmp_path):
     run = run_playbook("train.yml", "local", dict(deployed, train_run_id="demo-slow", train_logs_dir=str(tmp_path),
-                                                  train_timeout=20, train_args=["--steps", "1000000"]))
+                                                  train_timeout=20, train_args=["--steps", "1000000", "--step-pause", "0.2"]))
     assert run.failed
     message = " ".join(run.failure_messages())
     assert "run demo-slow was still running after train_timeout=20 s; every rank was stopped (0 pod(s) left" in message

@@ -620,7 +620,8 @@ def test_runs_on_a_kueue_localqueue_wait_for_its_gpu_quota(api_client, deployed,
     stop = dict(deployed, train_start_mode="jobset", stop=True)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         first = pool.submit(run_playbook, "train.yml", "local", dict(
-            queued, train_start_mode="jobset", train_run_id="queued-first", train_args=["--steps", "1000000"]))
+            queued, train_start_mode="jobset", train_run_id="queued-first",
+            train_args=["--steps", "1000000", "--step-pause", "0.2"]))
         try:
             deadline = time.monotonic() + 120
             # The JobSet's pods train: its Workload holds the GPU quota.

@@ -119,7 +119,7 @@ def test_a_run_past_its_timeout_is_deleted_with_every_rank(api_client, deployed,
     namespace = deployed["cluster_namespace"]
     run = run_playbook("train.yml", "local", dict(deployed, train_run_id="job-slow", train_logs_dir=str(tmp_path),
                                                   train_timeout=25, train_progress_interval=5,
-                                                  train_args=["--steps", "1000000"]))
+                                                  train_args=["--steps", "1000000", "--step-pause", "0.2"]))
     assert run.failed
     message = " ".join(run.failure_messages())
     assert "run job-slow timed-out: every rank was stopped after train_timeout=25 s (its Job deleted)" in message
@@ -183,7 +183,7 @@ def test_an_operator_kind_without_its_operator_times_out_with_the_reason(
                                                   train_logs_dir=str(tmp_path), train_timeout=4,
                                                   train_progress_interval=2, train_poll_interval=1))
     assert run.failed
-    message = " ".join(run.failure_messages())
+    message = " ".join(" ".join(run.failure_messages()).split())
     assert "run %s had no pod after train_timeout=4 s; its %s was deleted" % (run_id, kind) in message
     assert "Does the cluster run %s, and do the nodes have room?" % operator in message
     (created,) = run.results("Create run " + run_id)

@@ -147,7 +147,7 @@ def test_stop_leaves_no_process_of_the_launch(workload_python, tmp_path):
     # What the autodetect init container leaves in $MLINFRA_RUN_DIR; the
     # environment's own NCCL_DEBUG wins over the file's.
     (tmp_path / "nccl.env").write_text("# detected\nexport NCCL_SOCKET_IFNAME='=lo'\nexport NCCL_DEBUG='WARN'\n")
-    started = start("demo-0", run_dir, "long-run", free_port(), 1, 2, ["--steps", "1000000", "--log-freq", "50"],
+    started = start("demo-0", run_dir, "long-run", free_port(), 1, 2, ["--steps", "1000000", "--log-freq", "50", "--step-pause", "0.2"],
                     more_env={"MLINFRA_RUN_DIR": str(tmp_path), "NCCL_DEBUG": "INFO"})
     assert started["nccl_env"]["kept_from_environment"] == {"NCCL_DEBUG": {"environment": "INFO",
                                                                            "nccl_env": "WARN"}}
@@ -277,7 +277,7 @@ def test_foreground_nodes_print_their_log_and_exit_with_the_runs_status(workload
 def test_sigterm_to_a_foreground_node_stops_its_run(workload_python, tmp_path):
     """Kubernetes deleting a Job's pod sends SIGTERM to its container."""
     run_dir = tmp_path / "run"
-    process = foreground("job-0", run_dir, "fg-term", free_port(), ["--steps", "1000000", "--log-freq", "50"],
+    process = foreground("job-0", run_dir, "fg-term", free_port(), ["--steps", "1000000", "--log-freq", "50", "--step-pause", "0.2"],
                          extra=["--nnodes", "1"])
     deadline = time.monotonic() + DEADLINE
     while not (run_dir / "launch.json").exists() or not any(
