@@ -25,7 +25,8 @@ LONGEST_FIRST = (
     "tests/integration/test_bench.py",           # 118
     "tests/integration/test_render_matrix.py",   # 87 (4 render.yml runs, 80 dry-run sets)
     "tests/integration/test_deploy_read.py",     # 78
-    # About 300 in the suite (130 alone): five runs through the operators.
+    # About 300 in the suite: runs through the operators and three queued
+    # through Kueue (about 100 of it).
     # Second in the order it ran beside test_train.py, both training, and
     # the suite took longer (27:47 against 25:57 here, one run each).
     "tests/integration/test_train_controllers.py",
