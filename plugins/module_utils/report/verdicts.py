@@ -602,9 +602,9 @@ def runs_going(runs):
 
 
 # Kueue (kueue.x-k8s.io/v1beta2, v0.15 and later) makes a Workload for each
-# run object it manages, labelled with the object's uid; the object stays
+# run object it manages, labelled kueue.x-k8s.io/job-uid with the object's
+# uid (roles/train/tasks/job-queue.yml reads it so); the object stays
 # suspended until the Workload's Admitted condition holds.
-WORKLOAD_OWNER_LABEL = "kueue.x-k8s.io/job-uid"
 
 
 def local_queue_problem(found, queue_name, namespace):
