@@ -58,10 +58,10 @@ options:
     elements: dict
     default: []
   nodes:
-    description: The node objects now.
+    description: The node objects now; unset or null when they could not be read (nothing is then said of the
+      nodes, rather than that every node is gone).
     type: list
     elements: dict
-    default: []
 """
 
 EXAMPLES = r"""
@@ -88,7 +88,7 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils.train.summary im
 
 def train_failure_line(statuses, run_id, state, pod_logs, logs_dir, note="", pods_then=None, pods_now=None, nodes=None):
     for name, value in (("statuses", statuses), ("pod_logs", pod_logs), ("pods_then", pods_then or []),
-                        ("pods_now", pods_now or []), ("nodes", nodes or [])):
+                        ("pods_now", pods_now or []), ("nodes", [] if nodes is None else nodes)):
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
             raise AnsibleFilterError("train_failure_line: %s must be a list of mappings" % name)
     fates = pod_fates(pods_then, pods_now, nodes) if pods_then else {}

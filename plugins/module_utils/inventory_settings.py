@@ -371,6 +371,7 @@ SETTINGS = {
     "sriov_num_vfs": _count(1, 256),
     "sriov_ipam_ranges": _ipam_map,
     "sriov_sync_timeout": _count(0),
+    "sriov_attachment_timeout": _count(0),
     # image
     "image_build": _bool,
     "image_build_retry": _bool,

@@ -2,12 +2,16 @@
 local cluster (real API server serving the SR-IOV Network Operator's and
 Multus' kinds), and its teardown tasks.
 
-No SR-IOV operator runs in the local cluster. Where a test needs one, the test
-plays it: it creates the SriovNetworkNodeState of each node and sets its
-status through the status subresource, as the operator's config daemon does
-on a real node. Each test has an operator namespace, a deployment namespace,
-an app name and a node label of its own, so it does not collide with other
-tests on the same cluster; all of them are deleted or taken off afterwards.
+The local cluster runs the SR-IOV Network Operator's manager (built from its
+pinned module, started with the cluster) in its namespace: its network
+controllers render the NetworkAttachmentDefinition of each SriovNetwork, put
+their finalizer on it and delete the attachment with it. No config daemon
+runs (there is no SR-IOV hardware here): where a test needs one, the test
+plays it, creating the SriovNetworkNodeState of each node and setting its
+status through the status subresource, as the daemon does on a real node.
+Each test has a deployment namespace, an app name and a node label of its
+own; the operator's namespace is shared, so each test starts and ends with
+no SR-IOV object in it (the networks deleted through the operator).
 """
 
 import json
@@ -31,6 +35,8 @@ NICS = {"eno5np0-network": ("eno5np0rdma", "eno5np0", "192.168.105.0/24"),
         "eno7np0-network": ("eno7np0rdma", "eno7np0", "192.168.107.0/24"),
         "eno8np0-network": ("eno8np0rdma", "eno8np0", "192.168.108.0/24")}
 PFS = [pf for dummy, pf, dummy in NICS.values()]
+# Where the local cluster's operator runs (tools/localcluster/operator_catalog.py).
+OPERATOR_NAMESPACE = "openshift-sriov-network-operator"
 
 
 class Deployment:
@@ -42,7 +48,7 @@ class Deployment:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.namespace = "sriov-%s" % tag
-        self.operator_namespace = "sriov-op-%s" % tag
+        self.operator_namespace = OPERATOR_NAMESPACE
         self.label = "test.mlinfra.io/sriov-%s" % tag
         self.vars = {"cluster_namespace": self.namespace, "cluster_app_name": "sriov-%s" % tag,
                      "sriov_operator_namespace": self.operator_namespace, "sriov_node_label": self.label,
@@ -93,21 +99,36 @@ class Deployment:
         self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, self.operator_namespace,
                                                           "sriovnetworknodestates", node, {"status": status})
 
+    def clear_operator_namespace(self):
+        """No SR-IOV object left in the operator's namespace: the networks
+        deleted and waited for (the operator deletes their attachments, then
+        lifts its finalizer), the policies and node states deleted."""
+        for plural in ("sriovnetworks", "sriovnetworknodepolicies", "sriovnetworknodestates"):
+            for name in self.objects(plural):
+                try:
+                    self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.operator_namespace, plural, name)
+                except client.ApiException as err:
+                    assert err.status == 404
+        deadline = time.monotonic() + 30
+        while self.objects("sriovnetworks") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert self.objects("sriovnetworks") == {}, "the SR-IOV operator kept its finalizer"
+
 
 @pytest.fixture
 def deployment(api_client):
-    """A Deployment whose operator namespace exists (as the operator's would);
-    its namespaces, objects and node label are removed afterwards."""
+    """A Deployment on an empty operator namespace; its namespace, objects
+    and node label are removed afterwards."""
     dep = Deployment(api_client)
-    dep.core.create_namespace({"metadata": {"name": dep.operator_namespace}})
+    dep.clear_operator_namespace()
     yield dep
+    dep.clear_operator_namespace()
     for node in dep.labelled_nodes():
         dep.core.patch_node(node, {"metadata": {"labels": {dep.label: None}}})
-    for name in (dep.namespace, dep.operator_namespace):
-        try:
-            dep.core.delete_namespace(name)
-        except client.ApiException as err:
-            assert err.status == 404
+    try:
+        dep.core.delete_namespace(dep.namespace)
+    except client.ApiException as err:
+        assert err.status == 404
 
 
 def configured(vfs=8, mtu=9000):
@@ -136,8 +157,22 @@ def test_policies_and_networks_are_created_then_nothing_changes(deployment):
         spec = networks[name]["spec"]
         assert spec["networkNamespace"] == deployment.namespace and spec["resourceName"] == resource
         assert json.loads(spec["ipam"]) == {"type": "whereabouts", "range": cidr}
-    # The operator renders the attachments into the namespace, so it exists before the pods.
+    # The operator renders the attachments into the namespace, so it exists
+    # before the pods; the role waited for them. They are the operator's
+    # (its sriov CNI configuration, the resource with its prefix), and each
+    # network carries its finalizer.
     assert deployment.namespace_exists()
+    attachments = deployment.attachments()
+    assert sorted(attachments) == sorted(NICS)
+    for name, (resource, dummy, cidr) in NICS.items():
+        meta = attachments[name]["metadata"]
+        assert meta["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == "openshift.io/" + resource
+        assert "labels" not in meta or "app.kubernetes.io/managed-by" not in meta["labels"]
+        config = json.loads(attachments[name]["spec"]["config"])
+        assert config["type"] == "sriov" and config["ipam"] == {"type": "whereabouts", "range": cidr}, config
+        assert networks[name]["metadata"]["finalizers"] == ["netattdef.finalizers.sriovnetwork.openshift.io"]
+    (waited,) = first.results("Wait until the operator has rendered the networks' attachments")
+    assert not waited.get("failed") and waited["resources"]
     # No operator reports node states here, and the role says so instead of waiting.
     reason = first.results("Say why there is no wait for the nodes")[0]
     assert "there is no SriovNetworkNodeState in %s" % deployment.operator_namespace in reason["msg"]
@@ -201,6 +236,31 @@ def test_a_failed_node_fails_the_run_naming_the_node_and_its_error(deployment):
     assert "fix: read the node states (kubectl -n %s get sriovnetworknodestates" % deployment.operator_namespace \
         in message
     assert "sriov_sync_timeout" in message
+
+
+def test_networks_no_operator_renders_fail_the_deploy_naming_the_namespace(deployment):
+    """An operator namespace where no operator runs (the operator renders
+    only the networks of its own namespace): the policies and networks are
+    applied there, no attachment comes, and the play fails before any pod."""
+    elsewhere = deployment.namespace + "-op"
+    deployment.core.create_namespace({"metadata": {"name": elsewhere}})
+    try:
+        run = deployment.deploy(sriov_operator_namespace=elsewhere, sriov_attachment_timeout=2)
+        assert run.failed
+        (message,) = run.failure_messages()
+        assert message.startswith(
+            "the SR-IOV operator's NetworkAttachmentDefinitions in %s are not what the pods need after "
+            "sriov_attachment_timeout=2 s: eno5np0-network: not rendered yet; eno6np0-network: not rendered yet"
+            % deployment.namespace), message
+        assert message.endswith("fix: is the SR-IOV operator running? Read its log in %s (kubectl -n %s logs "
+                                "deploy/sriov-network-operator), or raise sriov_attachment_timeout"
+                                % (elsewhere, elsewhere)), message
+        assert deployment.attachments() == {}
+    finally:
+        for plural in ("sriovnetworks", "sriovnetworknodepolicies"):
+            for name in deployment.objects(plural, elsewhere):
+                deployment.custom.delete_namespaced_custom_object(GROUP, VERSION, elsewhere, plural, name)
+        deployment.core.delete_namespace(elsewhere)
 
 
 def test_macvlan_attachments_then_nothing_changes(deployment):
@@ -271,7 +331,9 @@ def test_teardown_keeps_the_policies_unless_purged(deployment):
     report = down.results("Report what was deleted")[0]["msg"]
     assert "deleted 4 network(s) of %s" % deployment.namespace in report
     assert "delete them with -e purge_sriov_policies=true" in report and "drain" in report
-    assert deployment.objects("sriovnetworks") == {}
+    # Gone when teardown ends: the operator deleted the attachments it
+    # rendered and let the networks go.
+    assert deployment.objects("sriovnetworks") == {} and deployment.attachments() == {}
     assert sorted(deployment.objects("sriovnetworknodepolicies")) == sorted(NICS)
     assert deployment.labelled_nodes() == NODES
 
@@ -327,12 +389,14 @@ def test_a_network_of_another_namespace_is_not_taken_one_of_this_namespace_is_ke
     assert "fix: give the cluster_rdma_nics of %s other names" % deployment.namespace in message
     assert deployment.objects("sriovnetworknodepolicies") == {} and not deployment.namespace_exists()
 
-    # One made by someone else for this very namespace is used as it is.
+    # One made by someone else for this very namespace (which exists, as it
+    # serves it) is used as it is, the operator's attachment waited for.
+    deployment.core.create_namespace({"metadata": {"name": deployment.namespace}})
     deployment.custom.patch_namespaced_custom_object(GROUP, VERSION, deployment.operator_namespace, "sriovnetworks",
                                                      "eno6np0-network",
                                                      {"spec": {"networkNamespace": deployment.namespace,
                                                                "ipam": '{"type": "dhcp"}'}})
-    run = deployment.deploy()
+    run = deployment.deploy(cluster_allow_existing_namespace=True)
     assert not run.failed, run.failure_messages()
     assert "eno6np0-network existed already and were left as they are" in run.results("Report the networks")[0]["msg"]
     kept = deployment.objects("sriovnetworks")["eno6np0-network"]
@@ -345,6 +409,35 @@ def test_a_network_of_another_namespace_is_not_taken_one_of_this_namespace_is_ke
     # One left over from a namespace that is gone is taken over.
     deployment.custom.patch_namespaced_custom_object(GROUP, VERSION, deployment.operator_namespace, "sriovnetworks",
                                                      "eno6np0-network", {"spec": {"networkNamespace": "gone-ns"}})
-    run = deployment.deploy()
+    run = deployment.deploy(cluster_allow_existing_namespace=True)
     assert not run.failed, run.failure_messages()
     assert deployment.objects("sriovnetworks")["eno6np0-network"]["spec"]["networkNamespace"] == deployment.namespace
+    assert "eno6np0-network" in deployment.attachments()
+
+
+def test_networks_left_by_a_deleted_namespace_serve_the_next_deployment(api_client, deployment):
+    """A namespace deleted by hand, without teardown.yml: its attachments go
+    with it, its networks stay. The operator would keep trying to delete the
+    attachments of the gone namespace (its last-network-namespace) and never
+    render them for the next one; the role makes those networks anew."""
+    assert not deployment.deploy().failed
+    before = dict((name, item["metadata"]["uid"]) for name, item in deployment.objects("sriovnetworks").items())
+    deployment.core.delete_namespace(deployment.namespace)
+    deadline = time.monotonic() + 60
+    while deployment.namespace_exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not deployment.namespace_exists()
+
+    following = Deployment(api_client)
+    following.label = deployment.label
+    following.vars.update(sriov_node_label=deployment.label)
+    try:
+        run = following.deploy()
+        assert not run.failed, run.failure_messages()
+        networks = following.objects("sriovnetworks")
+        assert all(networks[name]["metadata"]["uid"] != uid for name, uid in before.items())
+        assert all(item["spec"]["networkNamespace"] == following.namespace for item in networks.values())
+        assert sorted(following.attachments()) == sorted(NICS)
+    finally:
+        following.clear_operator_namespace()
+        following.core.delete_namespace(following.namespace)

@@ -101,7 +101,8 @@ def test_patches_other_than_replace_and_add_are_refused():
 
 
 def test_an_unknown_operator_is_refused_naming_those_there_are():
-    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, kueue, trainer, training-operator, volcano, "):
+    with pytest.raises(operators.OperatorError, match="no operator kueue-x: the local cluster runs jobset, kueue, "
+                                                      "sriov-network-operator, trainer, training-operator, volcano, "):
         catalog.known(["jobset", "kueue-x"])
 
 
@@ -155,6 +156,32 @@ def test_a_group_names_its_processes_in_order_and_builds_once():
     assert catalog.known(["volcano", "jobset", "volcano-scheduler"]) == [
         "volcano-admission", "volcano-controllers", "volcano-scheduler", "jobset"]
     assert catalog.build_names(catalog.known(["volcano", "jobset"])) == ["volcano", "jobset"]
+
+
+def test_the_sriov_operator_runs_where_the_local_inventory_puts_it_as_its_release_installs_it():
+    """Started with the cluster (build.sh builds it with the control plane,
+    not through --operators), in the local inventory's operator namespace,
+    with the supported-nic-ids ConfigMap its release ships, its bindata/
+    beside it, and no listener beyond loopback (its metrics off, its probes
+    on 127.0.0.1; its webhooks are another program)."""
+    import yaml
+    operator = operators.OPERATORS["sriov-network-operator"]
+    assert catalog.WITH_THE_CLUSTER == ("sriov-network-operator",)
+    assert catalog.build_names(["sriov-network-operator", "kueue"]) == ["kueue"]
+    local = yaml.safe_load((ROOT / "inventories" / "local" / "group_vars" / "all" / "sriov.yml").read_text())
+    assert operator.environment["NAMESPACE"] == local["sriov_operator_namespace"]
+    assert operator.environment["RESOURCE_PREFIX"] == "openshift.io"
+    root = operators.module_dir(GO, operator)
+    namespace, configmap = operator.objects(root)
+    assert namespace == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": local["sriov_operator_namespace"]}}
+    assert (configmap["kind"], configmap["metadata"]) == (
+        "ConfigMap", {"name": "supported-nic-ids", "namespace": local["sriov_operator_namespace"]})
+    assert configmap["data"]["Nvidia_mlx5_ConnectX-4"] == "15b3 1013 1014"
+    assert operators.core_object_path(configmap) == (
+        "/api/v1/namespaces/%s/configmaps/supported-nic-ids" % local["sriov_operator_namespace"])
+    assert all((root / link).is_dir() for link in operator.module_links)
+    args, files = operator.configure({"webhook": 1, "health": 2, "metrics": 3}, Path("/d"), root)
+    assert args == ["--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2"] and files == {}
 
 
 def test_kueues_webhooks_take_its_kustomizations_patch_and_replacements():

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from the Go module proxy: kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd
-# and kwok/kwokctl. Every version is pinned by the go.mod/go.sum files beside
+# kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd,
+# kwok/kwokctl and the SR-IOV Network Operator's manager (its network
+# controllers turn the local inventory's SriovNetworks into the
+# NetworkAttachmentDefinitions the pods attach to). Every version is pinned by the go.mod/go.sum files beside
 # this script. Built binaries are cached per version under
 #   ${MLINFRA_CACHE_DIR:-$HOME/.cache/mlinfra-multinode}/bin/<component>-<version>/
 # and a component whose cache is complete is not rebuilt. bin/current/ holds
@@ -58,6 +60,7 @@ required_version() {  # <go.mod dir> <module path>
 K8S_VERSION="$(required_version kubernetes k8s.io/kubernetes)"
 ETCD_VERSION="$(required_version etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(required_version kwok sigs.k8s.io/kwok)"
+SRIOV_VERSION="$(required_version sriov-network-operator github.com/k8snetworkplumbingwg/sriov-network-operator)"
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -182,6 +185,8 @@ build_component kubernetes "$K8S_VERSION" kubernetes "$k8s_ldflags" \
   kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl:k8s.io/kubernetes/cmd/kubectl
+build_component sriov-network-operator "$SRIOV_VERSION" sriov-network-operator "-s -w" \
+  sriov-network-operator:github.com/k8snetworkplumbingwg/sriov-network-operator
 
 # The operators asked for: <name> <binary> <main package>, each pinned by go/<name>/.
 build_operator() {  # <name>
@@ -223,7 +228,8 @@ build_operator() {  # <name>
 
 # A stable directory of links, so callers need not know the versions.
 mkdir -p "$cache/current"
-for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube*; do
+for f in "$cache/etcd-$ETCD_VERSION/etcd" "$cache/kwok-$KWOK_VERSION$(patch_suffix kwok)"/kwok* "$cache/kubernetes-$K8S_VERSION"/kube* \
+         "$cache/sriov-network-operator-$SRIOV_VERSION/sriov-network-operator"; do
   ln -sfn "$f" "$cache/current/$(basename "$f")"
 done
 log "binaries ready in $cache/current"

@@ -539,7 +539,7 @@ def up(timeout: float = 120, with_operators: tuple[str, ...] = ()) -> None:
     ensure_podsync()
     wait_nodes(api, [n["metadata"]["name"] for n in nodes], timeout)
     runner = operator_runner(api)
-    for name in with_operators:
+    for name in dict.fromkeys(operator_catalog.WITH_THE_CLUSTER + with_operators):
         runner.start(name, timeout)
     verify_loopback_only()
     elapsed = time.monotonic() - started

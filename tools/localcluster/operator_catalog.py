@@ -66,6 +66,16 @@ class Operator:
     # $KUBECONFIG, which every process gets).
     kubeconfig_flag: bool = False
     component: str = ""
+    # Its environment beyond KUBECONFIG and TMPDIR (what its Deployment's
+    # env would give it).
+    environment: dict[str, str] = field(default_factory=dict)
+    # Paths of its module linked into its working directory, for a process
+    # that reads its release's files relative to it.
+    module_links: tuple[str, ...] = ()
+    # (its module's directory) -> objects applied before it starts, as its
+    # release installs them beside its Deployment (a namespace, a ConfigMap
+    # it reads at start).
+    objects: Callable[[Path], list[dict]] = lambda _root: []
 
     @property
     def build_name(self) -> str:
@@ -164,6 +174,28 @@ def _kueue(ports: dict, directory: Path, _root: Path) -> tuple[list[str], dict[s
     return ["--config", str(directory / "config.yaml")], {"config.yaml": yaml.safe_dump(config, sort_keys=False)}
 
 
+# The SR-IOV Network Operator runs in the local inventory's
+# sriov_operator_namespace (test_localcluster.py holds them equal), as
+# OpenShift installs it, and prefixes resource names as OpenShift's does.
+SRIOV_NAMESPACE = "openshift-sriov-network-operator"
+SRIOV_RESOURCE_PREFIX = "openshift.io"
+
+
+def _sriov_network_operator(ports: dict, _directory: Path, _root: Path) -> tuple[list[str], dict[str, str]]:
+    # Only its managers' flags: its webhooks are another program (the
+    # operator deploys it as a DaemonSet once a SriovOperatorConfig exists,
+    # and the local cluster creates none), so nothing listens on 9443.
+    return ["--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:%d" % ports["health"]], {}
+
+
+def _sriov_objects(root: Path) -> list[dict]:
+    """Its namespace and the supported-nic-ids ConfigMap its manager reads
+    at start, from the manifests of its release."""
+    configmap = yaml.safe_load((root / "deploy" / "configmap.yaml").read_text())
+    configmap["metadata"]["namespace"] = SRIOV_NAMESPACE
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SRIOV_NAMESPACE}}, configmap]
+
+
 OPERATORS = {operator.name: operator for operator in (
     Operator(name="jobset", module="sigs.k8s.io/jobset", moddir="jobset", binary="jobset-controller",
              configure=_jobset,
@@ -185,6 +217,14 @@ OPERATORS = {operator.name: operator for operator in (
     Operator(name="kueue", module="sigs.k8s.io/kueue", moddir="kueue", binary="kueue-controller-manager",
              configure=_kueue, webhook_manifests=("config/components/webhook/manifests.yaml",),
              webhook_kustomization="config/components/webhook/kustomization.yaml"),
+    # With no SriovOperatorConfig its policy and config controllers wait;
+    # its network controllers render a NetworkAttachmentDefinition from
+    # each SriovNetwork (from bindata/ in its working directory).
+    Operator(name="sriov-network-operator", module="github.com/k8snetworkplumbingwg/sriov-network-operator",
+             moddir="sriov-network-operator", binary="sriov-network-operator", configure=_sriov_network_operator,
+             environment={"NAMESPACE": SRIOV_NAMESPACE, "RESOURCE_PREFIX": SRIOV_RESOURCE_PREFIX,
+                          "CLUSTER_TYPE": "kubernetes", "OPERATOR_NAME": "sriov-network-operator"},
+             module_links=("bindata",), objects=_sriov_objects),
     Operator(name="volcano-admission", module="volcano.sh/volcano", moddir="volcano", component="volcano",
              binary="vc-webhook-manager", configure=_volcano_admission,
              webhook_chart=(VOLCANO_CHART + "/templates/webhooks.yaml", VOLCANO_CHART + "/values.yaml"),
@@ -196,6 +236,11 @@ OPERATORS = {operator.name: operator for operator in (
              binary="vc-scheduler", configure=_volcano_scheduler, health_path="/healthz",
              kubeconfig_flag=True),
 )}
+
+# Started with the cluster itself: the local inventory's RDMA attachments
+# are SriovNetworks, whose NetworkAttachmentDefinitions the sriov role
+# waits for. build.sh builds it with the control plane.
+WITH_THE_CLUSTER = ("sriov-network-operator",)
 
 # Names that start several processes, in the order they start (Volcano's
 # webhooks first: its scheduler creates its default queue through them).
@@ -218,5 +263,6 @@ def known(names: list[str]) -> list[str]:
 
 
 def build_names(names: list[str]) -> list[str]:
-    """What build.sh --operators builds for these processes."""
-    return list(dict.fromkeys(OPERATORS[name].build_name for name in names))
+    """What build.sh --operators builds for these processes (build.sh
+    builds those started with the cluster anyway)."""
+    return list(dict.fromkeys(OPERATORS[name].build_name for name in names if name not in WITH_THE_CLUSTER))

@@ -189,6 +189,15 @@ def helm_template(text: str, custom: dict, release: dict[str, str]) -> str:
 # Running them
 # --------------------------------------------------------------------------
 
+def core_object_path(document: dict) -> str:
+    """The API path of a core (v1) object: a Namespace, or a namespaced
+    object of a plural the kind's lower case plus s names (ConfigMap)."""
+    kind, metadata = document["kind"], document["metadata"]
+    if kind == "Namespace":
+        return "/api/v1/namespaces/" + metadata["name"]
+    return "/api/v1/namespaces/%s/%ss/%s" % (metadata["namespace"], kind.lower(), metadata["name"])
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -338,18 +347,25 @@ class Runner:
         for source, target in (("serving.crt", "tls.crt"), ("serving.key", "tls.key"), ("ca.crt", "ca.crt")):
             shutil.copy(pki / source, cert_dir / target)
         ports = {"webhook": free_port(), "health": free_port(), "metrics": free_port()}
-        args, files = operator.configure(ports, directory, module_dir(self.go_dir, operator))
+        root = module_dir(self.go_dir, operator)
+        args, files = operator.configure(ports, directory, root)
         if operator.kubeconfig_flag:
             args.append("--kubeconfig=%s" % self.kubeconfig)
         for file_name, text in files.items():
             (directory / file_name).write_text(text)
+        for link in operator.module_links:
+            (directory / link).unlink(missing_ok=True)
+            (directory / link).symlink_to(root / link)
+        for document in operator.objects(root):
+            self.api.apply(core_object_path(document), document)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / (name + ".log")
         started = time.monotonic()
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen([str(binary), *args], cwd=directory, stdout=log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                       env=dict(os.environ, KUBECONFIG=str(self.kubeconfig), TMPDIR=str(directory)))
+                                       env=dict(os.environ, KUBECONFIG=str(self.kubeconfig), TMPDIR=str(directory),
+                                                **operator.environment))
         state_path(self.state_dir, name).write_text(json.dumps({"pid": process.pid, "ports": ports}))
 
         def wait(until: Callable[[], bool], what: str) -> None:

@@ -52,7 +52,9 @@ SOURCES = (
     *(Source("github.com/k8snetworkplumbingwg/sriov-network-operator",
              "config/crd/bases/sriovnetwork.openshift.io_%s.yaml" % plural,
              ("%s.sriovnetwork.openshift.io" % plural,))
-      for plural in ("sriovnetworks", "sriovibnetworks", "sriovnetworknodepolicies", "sriovnetworknodestates")),
+      # What its manager watches besides (it runs with the cluster).
+      for plural in ("sriovnetworks", "sriovibnetworks", "sriovnetworknodepolicies", "sriovnetworknodestates",
+                     "ovsnetworks", "sriovoperatorconfigs", "sriovnetworkpoolconfigs")),
     # Multus' NetworkAttachmentDefinition: the first document of the
     # DaemonSet manifest Multus publishes (the CRD, then its RBAC and pods).
     Source("gopkg.in/k8snetworkplumbingwg/multus-cni.v4", "deployments/multus-daemonset.yml",

@@ -122,10 +122,12 @@ def pod_fates(pods_then, pods_now, nodes):
     deploy, a scale, an eviction, a delete by hand), whose container
     restarted (an OOM kill, a crash of the container's own process), or
     whose node is not Ready or gone. ``pods_now``: the pod objects now;
-    ``nodes``: the node objects now. A pod with nothing to say is left out:
-    its run failed on its own (the ranks' logs say why)."""
+    ``nodes``: the node objects now (None when they could not be read:
+    nothing is said of the nodes then, rather than that all are gone). A
+    pod with nothing to say is left out: its run failed on its own (the
+    ranks' logs say why)."""
     now = dict((pod["metadata"]["name"], pod) for pod in pods_now or [])
-    nodes = dict((node["metadata"]["name"], node) for node in nodes or [])
+    nodes = None if nodes is None else dict((node["metadata"]["name"], node) for node in nodes)
     fates = {}
     for then in pods_then or []:
         name, node = then["metadata"]["name"], (then.get("spec") or {}).get("nodeName") or ""
@@ -142,7 +144,7 @@ def pod_fates(pods_then, pods_now, nodes):
             ending = _last_ending(current)
             words.append("a container of pod %s restarted while the run ran%s" % (
                 name, " (it ended: %s)" % ending if ending else ""))
-        trouble = _node_trouble(node, nodes) if node else ""
+        trouble = _node_trouble(node, nodes) if node and nodes is not None else ""
         if trouble:
             words.append(trouble)
         if words:
@@ -152,12 +154,28 @@ def pod_fates(pods_then, pods_now, nodes):
 
 # The workers' own last lines (torchrun prefixes them with [rankN]:) say
 # why a rank failed; torchrun's closing summary after them only says who.
-_WORKER_LINE = re.compile(r"^\[rank[0-9]+\]:")
+_WORKER_LINE = re.compile(r"^\[rank([0-9]+)\]:")
 
 
-def _pod_words(entry):
-    """"h-kim-1 failed (exit status 1): why" for a pod whose run did not
-    succeed, from its status exec (pods_exec's entry); None for one that did."""
+def _ranks(lines):
+    """" (rank 1)", " (ranks 8-15)": the global ranks whose lines a pod's log
+    holds (with c10d rendezvous a pod's ranks are known only from them);
+    empty when it holds none."""
+    ranks = sorted({int(match.group(1)) for match in map(_WORKER_LINE.match, lines) if match})
+    if not ranks:
+        return ""
+    spans, start = [], ranks[0]
+    for previous, current in zip(ranks, ranks[1:] + [None]):
+        if current != previous + 1:
+            spans.append(str(start) if start == previous else "%d-%d" % (start, previous))
+            start = current
+    return " (rank%s %s)" % ("s" if len(ranks) > 1 else "", ", ".join(spans))
+
+
+def _pod_words(entry, lines=()):
+    """"h-kim-1 (rank 1) failed (exit status 1): why" for a pod whose run did
+    not succeed, from its status exec (pods_exec's entry) and its log's
+    lines; None for one that did."""
     status = entry.get("json")
     if not isinstance(status, dict):
         why = entry.get("error") or (entry.get("stderr") or "").strip() or "no answer"
@@ -167,7 +185,8 @@ def _pod_words(entry):
     if status.get("state") == "running":
         # Its ranks were stopped after another pod's failed: an echo.
         return "%s was still running and was stopped" % entry.get("pod")
-    words = "%s %s (exit status %s)" % (entry.get("pod"), status.get("state"), status.get("exit_code"))
+    words = "%s%s %s (exit status %s)" % (entry.get("pod"), _ranks(list(lines) or status.get("log_tail") or []),
+                                          status.get("state"), status.get("exit_code"))
     return words + (": %s" % status["error"] if status.get("error") else "")
 
 
@@ -185,7 +204,8 @@ def failure_line(run_id, state, statuses, pod_logs, logs_dir, note="", fates=Non
         words.append(note.strip())
     words.extend("%s;" % fate for fate in (fates or {}).values())
     logs = dict((entry.get("pod"), entry.get("stdout") or "") for entry in pod_logs or [])
-    described = [(entry, _pod_words(entry)) for entry in statuses or []]
+    described = [(entry, _pod_words(entry, logs.get(entry.get("pod"), "").splitlines()))
+                 for entry in statuses or []]
     unsucceeded = [entry for entry, said in described if said]
     words.extend("%s;" % said for _entry, said in described if said)
     for entry in unsucceeded:

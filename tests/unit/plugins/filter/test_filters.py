@@ -104,3 +104,31 @@ def test_nodes_short_groups_the_nodes_that_lack_the_same_and_names_the_variables
 ])
 def test_kubernetes_quantities(text, value):
     assert parse_quantity(text) == value
+
+
+def test_a_job_mode_failure_names_the_pod_its_operator_deleted_before_its_log_was_read():
+    """Volcano's TerminateJob deletes the pods still Running when the first
+    one fails: when the failing rank's pod is among them, its log is gone and
+    the pod left shows only the echo; the message names the deleted one."""
+    from ansible_collections.mlinfra.multinode.plugins.filter.train_failure_line import FilterModule as FailureFilters
+    from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.train_jobs import pod_endings, pod_states
+    failure_line = FailureFilters().filters()["train_failure_line"]
+
+    def pod(index, phase, exit_code=None):
+        terminated = {"terminated": {"exitCode": exit_code, "reason": "Error"}} if exit_code is not None else {}
+        return {"metadata": {"name": "v-worker-%d" % index, "uid": "u%d" % index,
+                             "labels": {"volcano.sh/task-index": str(index)}},
+                "spec": {"nodeName": "n%d" % index},
+                "status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": terminated}]}}
+    running = [pod(0, "Running"), pod(1, "Running")]
+    left = [pod(0, "Failed", 1)]
+    logs = {"v-worker-0": "[rank0]: RuntimeError: Connection closed by peer"}
+    statuses = pod_endings(pod_states(left, "volcano"), logs)
+    line = failure_line(statuses, run_id="v", state="failed", pod_logs=[{"pod": "v-worker-0", "stdout": logs["v-worker-0"]}],
+                        logs_dir="/l/v", note="its operator said Volcano Job Terminated;", pods_then=running,
+                        pods_now=left)
+    assert line == ("run v failed: its operator said Volcano Job Terminated; pod v-worker-1 was deleted while the run "
+                    "ran and is not back; v-worker-0 (rank 0) failed (exit status 1): Error; last lines of v-worker-0: "
+                    "[rank0]: RuntimeError: Connection closed by peer; logs: /l/v/")
+    # Without the run's earlier pods, nothing is said of the deleted one.
+    assert "v-worker-1" not in failure_line(statuses, run_id="v", state="failed", pod_logs=[], logs_dir="/l/v")

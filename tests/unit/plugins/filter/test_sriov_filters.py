@@ -1,15 +1,19 @@
-"""The sriov role's filters (rdma_ipam, sriov_unsynced), called as Ansible calls them (their FilterModule)."""
+"""The sriov role's filters (rdma_ipam, sriov_unsynced, sriov_unrendered), called as Ansible calls them (their
+FilterModule)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mlinfra.multinode.plugins.filter.rdma_ipam import FilterModule as IpamFilters
+from ansible_collections.mlinfra.multinode.plugins.filter.sriov_unrendered import FilterModule as RenderedFilters
 from ansible_collections.mlinfra.multinode.plugins.filter.sriov_unsynced import FilterModule as SyncFilters
 
 rdma_ipam = IpamFilters().filters()["rdma_ipam"]
 sriov_unsynced = SyncFilters().filters()["sriov_unsynced"]
+sriov_unrendered = RenderedFilters().filters()["sriov_unrendered"]
 
 NICS = [{"name": "rail-1", "pf": "eno5np0"}, {"name": "rail-2", "pf": "eno6np0"}, {"name": "rail-3", "pf": "eno7np0"}]
 
@@ -116,3 +120,33 @@ def test_sriov_unsynced_refuses_bad_arguments():
         sriov_unsynced({"items": []}, ["gpu-1"], [], 8)
     with pytest.raises(AnsibleFilterError, match="num_vfs and mtu must be whole numbers"):
         sriov_unsynced([], ["gpu-1"], [], "eight")
+
+
+with open(Path(__file__).resolve().parents[3] / "fixtures" / "sriov" / "rendered-attachment.json") as _handle:
+    # What the real operator rendered from a SriovNetwork (the file says how).
+    RENDERED = json.load(_handle)["network_attachment_definition"]
+
+RDMA_NICS = [{"name": "eno5np0-network", "resource": "openshift.io/eno5np0rdma"},
+             {"name": "eno6np0-network", "resource": "openshift.io/eno6np0rdma"}]
+
+
+def test_sriov_unrendered_waits_for_each_nic_s_attachment_from_the_operator():
+    assert sriov_unrendered([RENDERED], RDMA_NICS) == [
+        {"nic": "eno6np0-network", "rendered": False, "problem": "eno6np0-network: not rendered yet"}]
+    other = json.loads(json.dumps(RENDERED).replace("eno5np0", "eno6np0"))
+    assert sriov_unrendered([RENDERED, other], RDMA_NICS) == []
+    # One of another network type made before: the operator takes it over.
+    macvlan = json.loads(json.dumps(other).replace('\\"sriov\\"', '\\"macvlan\\"'))
+    assert sriov_unrendered([RENDERED, macvlan], RDMA_NICS) == [
+        {"nic": "eno6np0-network", "rendered": False,
+         "problem": "eno6np0-network: not rendered yet (the one there is of CNI type macvlan, not sriov)"}]
+
+
+def test_sriov_unrendered_names_a_resource_the_pods_would_not_be_attached_to():
+    # An operator installed with another RESOURCE_PREFIX.
+    prefixed = json.loads(json.dumps(RENDERED).replace("openshift.io/", "example.com/"))
+    assert sriov_unrendered([prefixed], RDMA_NICS[:1]) == [
+        {"nic": "eno5np0-network", "rendered": True, "problem": "eno5np0-network: the operator gives the pods "
+         "example.com/eno5np0rdma, the NIC's resource is openshift.io/eno5np0rdma"}]
+    with pytest.raises(AnsibleFilterError, match="cluster_rdma_nics, each with a name"):
+        sriov_unrendered([RENDERED], [{"resource": "openshift.io/x"}])

@@ -119,6 +119,13 @@ def test_a_lost_node_is_named_with_its_reason_and_time_or_as_gone():
                                 "cluster"}
 
 
+def test_nodes_that_could_not_be_read_are_not_said_to_be_gone():
+    assert pod_fates(THEN, THEN, None) == {}
+    # The pods still say theirs.
+    assert pod_fates(THEN, [THEN[0]], None) == {
+        "h-kim-1": "pod h-kim-1 was deleted while the run ran and is not back"}
+
+
 FAILED = {"state": "failed", "exit_code": 1, "error": "torchrun exited with 1; see log_tail",
           "log_tail": ["launcher line", "torchrun: ChildFailedError"]}
 GONE = {"state": "failed", "exit_code": None, "error": "the launch's processes are gone and none recorded an exit "
@@ -133,9 +140,26 @@ def test_the_failure_line_gives_the_cause_first_then_each_rank_in_its_own_words(
     line = failure_line("long-run-3", "failed", statuses, logs, "/logs/long-run-3", fates=fates)
     assert line == (
         "run long-run-3 failed: pod h-kim-1 was replaced while the run ran (deleted, evicted, or recreated by a deploy "
-        "or scale; the new one is on node n2); h-kim-0 failed (exit status 1): torchrun exited with 1; see log_tail; "
+        "or scale; the new one is on node n2); h-kim-0 (rank 0) failed (exit status 1): torchrun exited with 1; see log_tail; "
         "h-kim-1 failed (exit status None): " + GONE["error"] + "; last lines of h-kim-0: [rank0]: step 3 | "
         "[rank0]: RuntimeError: Connection closed by peer; logs: /logs/long-run-3/")
+
+
+def test_each_failed_pod_is_named_with_the_ranks_its_log_shows():
+    # With c10d rendezvous the ranks a pod holds are known only from its
+    # workers' lines; eight per node collapse to a span.
+    eight = "\n".join("[rank%d]: step 3" % rank for rank in (15, 8, 9, 10, 11, 12, 13, 14, 8))
+    statuses = [{"pod": "p-0", "json": FAILED}, {"pod": "p-1", "json": FAILED}, {"pod": "p-2", "json": FAILED}]
+    logs = [{"pod": "p-0", "stdout": eight}, {"pod": "p-1", "stdout": "[rank1]:x\n[rank3]:y\n[rank4]:z"},
+            {"pod": "p-2", "stdout": "torchrun: no worker started"}]
+    line = failure_line("r", "failed", statuses, logs, "/l")
+    assert "p-0 (ranks 8-15) failed (exit status 1)" in line
+    assert "p-1 (ranks 1, 3-4) failed (exit status 1)" in line
+    # No worker line and none in its status's tail: no rank is guessed.
+    assert "p-2 failed (exit status 1)" in line
+    # The status's own tail serves when the log could not be read.
+    line = failure_line("r", "failed", [{"pod": "p-0", "json": dict(FAILED, log_tail=["[rank5]: boom"])}], [], "/l")
+    assert line.startswith("run r failed: p-0 (rank 5) failed (exit status 1)")
 
 
 def test_a_pod_that_gave_no_status_is_named_with_the_exec_s_error_never_an_empty_reason():
