@@ -14,8 +14,8 @@ kind (its size and port count); where a round holds too few of a kind, the
 planner adds controls of that kind on nodes already cleared.
 
 The plan, for N nodes of P ports (each phase's rounds are bounded, so the
-whole is about 3 + (q + 1) + 8 rounds, q the smallest supported order with
-q * q >= N: 28 for 256 nodes):
+whole is at most about 3 + (q + 1) + 9 rounds, q the smallest supported
+order with q * q >= N: 29 for 256 nodes):
 
 1. Screen: the first rounds of the round robin, every node with another
    partner each time. A node slow with every partner is suspect: a bad
@@ -24,8 +24,9 @@ q * q >= N: 28 for 256 nodes):
    affine plane of order q and each parallel class of its lines is a
    round: every pair of nodes meets in exactly one group, so a pair that is
    slow only together makes exactly one group slow.
-3. Narrow, side by side: each slow group is split in halves (within one
-   half, or across the two) until the pair is left; each suspect is
+3. Narrow, side by side: each slow group is measured again (one slow
+   figure can be noise) and split in halves (within one half, or across
+   the two) until the pair is left; each suspect is
    measured with a cleared partner on half its ports, then the other half
    (both slow: the node; one: a port in it, found by halving), and the
    port found is checked by a run on all the other ports.
@@ -161,7 +162,11 @@ def judge_round(tests, figures, all_ports, slow_fraction=DEFAULT_SLOW_FRACTION):
 def _narrow(members):
     """Yields lists of groups (within ``members``, a slow group of nodes) and
     receives whether each was slow; returns the pair slow only together, or
-    None when the halves do not show it again."""
+    None when the group, measured again first (one slow figure can be
+    noise), or its halves do not show it again."""
+    (again,) = yield [list(members)]
+    if not again:
+        return None
     state = ("within", list(members), None)
     while True:
         how, first, second = state
