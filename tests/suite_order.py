@@ -30,6 +30,9 @@ LONGEST_FIRST = (
     # Second in the order it ran beside test_train.py, both training, and
     # the suite took longer (27:47 against 25:57 here, one run each).
     "tests/integration/test_train_controllers.py",
+    # About 300: ten runs through the operators that fail, time out or are
+    # stopped (a file apart from the one above so that both workers share them).
+    "tests/integration/test_train_controller_ends.py",
     "tests/unit/test_train_launch_gloo.py",      # 64
     "tests/integration/test_render.py",          # 49
     "tests/integration/test_api_faults.py",      # 48
