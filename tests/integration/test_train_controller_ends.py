@@ -15,10 +15,16 @@ import pytest
 from ansible_cli import run_playbook
 from kubernetes import dynamic
 from test_train import launched_processes
-from test_train_controllers import OPERATORS, deployed  # noqa: F401  (the shared fixture)
+from test_train_controllers import OPERATORS as CONTROLLERS
+from test_train_controllers import deployed as shared_deployment
 from test_train_jobs import objects, running_pods
 
 pytestmark = pytest.mark.integration
+
+# The operators the operator_controllers fixture starts for this file, and
+# the deployment fixture (one per file, like the operators).
+OPERATORS = CONTROLLERS
+deployed = shared_deployment
 
 
 @pytest.mark.parametrize("mode, api_version, kind, said", [

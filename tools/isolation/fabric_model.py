@@ -10,7 +10,7 @@ members that is slow together bounds it too (every pair exchanges data),
 and its base falls a little with the group's size and in proportion to the
 ports in use. Noise is multiplicative and Gaussian.
 
-    python3 tools/isolation/fabric_model.py --nodes 256 --seeds 200
+    python3 tools/isolation/fabric_model.py --nodes 256 --fabrics 200
 
 runs the planner on that many random fabrics (by default 5 bad nodes, 2
 bad ports, 1 bad pair, each 25% to 70% slow, and 3% noise) and prints how many were solved exactly and in how many
@@ -110,7 +110,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=256)
     parser.add_argument("--ports", type=int, default=8)
-    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--fabrics", type=int, default=100)
     parser.add_argument("--noise", type=float, default=0.03)
     parser.add_argument("--bad-nodes", type=int, default=5)
     parser.add_argument("--bad-ports", type=int, default=2)
@@ -118,20 +118,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     isolation = load_isolation()
     rounds, tests, good, started = [], [], 0, time.monotonic()
-    for seed in range(args.seeds):
-        fabric = random_fabric(args.nodes, args.ports, seed, bad_nodes=args.bad_nodes, bad_ports=args.bad_ports,
+    for number in range(args.fabrics):
+        fabric = random_fabric(args.nodes, args.ports, number, bad_nodes=args.bad_nodes, bad_ports=args.bad_ports,
                                bad_pairs=args.bad_pairs, noise=args.noise)
         conclusion = isolation.isolate(fabric.nodes, fabric.ports, fabric.measure)
         good += solved(fabric, conclusion)
         rounds.append(conclusion["rounds"])
         tests.append(fabric.tests_run)
     rounds.sort()
-    print("%d nodes, %d ports, %d bad nodes, %d bad ports, %d bad pairs, %d seeds: %d solved exactly (%.1f%%); rounds median %d, max %d; tests per run "
+    print("%d nodes, %d ports, %d bad nodes, %d bad ports, %d bad pairs, %d random fabrics: %d solved exactly (%.1f%%); rounds median %d, max %d; tests per run "
           "median %d; the round robin takes %d rounds; %.2f s per plan" % (
-              args.nodes, args.ports, args.bad_nodes, args.bad_ports, args.bad_pairs, args.seeds, good, 100.0 * good / args.seeds, rounds[len(rounds) // 2],
+              args.nodes, args.ports, args.bad_nodes, args.bad_ports, args.bad_pairs, args.fabrics, good, 100.0 * good / args.fabrics, rounds[len(rounds) // 2],
               rounds[-1], sorted(tests)[len(tests) // 2], args.nodes - 1 + args.nodes % 2,
-              (time.monotonic() - started) / args.seeds))
-    return 0 if good == args.seeds else 1
+              (time.monotonic() - started) / args.fabrics))
+    return 0 if good == args.fabrics else 1
 
 
 if __name__ == "__main__":

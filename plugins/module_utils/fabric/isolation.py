@@ -191,7 +191,7 @@ def _narrow(members):
             return (first[0], second[0])
         first_halves = [first[:len(first) // 2], first[len(first) // 2:]] if len(first) > 1 else [first]
         second_halves = [second[:len(second) // 2], second[len(second) // 2:]] if len(second) > 1 else [second]
-        pairings = [[(a, b) for a, b in zip(first_halves, second_halves)]]
+        pairings = [list(zip(first_halves, second_halves))]
         if len(first_halves) == 2 and len(second_halves) == 2:
             pairings.append([(first_halves[0], second_halves[1]), (first_halves[1], second_halves[0])])
         elif len(first_halves) == 2:
