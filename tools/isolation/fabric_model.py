@@ -126,11 +126,12 @@ def main(argv=None):
         rounds.append(conclusion["rounds"])
         tests.append(fabric.tests_run)
     rounds.sort()
-    print("%d nodes, %d ports, %d bad nodes, %d bad ports, %d bad pairs, %d random fabrics: %d solved exactly (%.1f%%); rounds median %d, max %d; tests per run "
-          "median %d; the round robin takes %d rounds; %.2f s per plan" % (
-              args.nodes, args.ports, args.bad_nodes, args.bad_ports, args.bad_pairs, args.fabrics, good, 100.0 * good / args.fabrics, rounds[len(rounds) // 2],
-              rounds[-1], sorted(tests)[len(tests) // 2], args.nodes - 1 + args.nodes % 2,
-              (time.monotonic() - started) / args.fabrics))
+    print("%d nodes, %d ports, %d bad nodes, %d bad ports, %d bad pairs, %d random fabrics: %d solved exactly "
+          "(%.1f%%); rounds median %d, max %d; tests per run median %d; the round robin takes %d rounds; "
+          "%.2f s per plan" % (
+              args.nodes, args.ports, args.bad_nodes, args.bad_ports, args.bad_pairs, args.fabrics, good,
+              100.0 * good / args.fabrics, rounds[len(rounds) // 2], rounds[-1], sorted(tests)[len(tests) // 2],
+              args.nodes - 1 + args.nodes % 2, (time.monotonic() - started) / args.fabrics))
     return 0 if good == args.fabrics else 1
 
 
