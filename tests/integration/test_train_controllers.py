@@ -578,6 +578,19 @@ def waiting_for(what, done, deadline, following=()):
         time.sleep(0.5)
 
 
+def refused_by_the_queue(queued, mode, run_id, pod_set):
+    """A run that waits past train_queue_timeout=3 s while the quota is
+    taken: the play fails with Kueue's reason; returns its message."""
+    refused = run_playbook("train.yml", "local", dict(queued, train_start_mode=mode, train_run_id=run_id,
+                                                      train_queue_timeout=3))
+    assert refused.failed
+    (message,) = refused.failure_messages()
+    assert message.startswith("run %s was not admitted within train_queue_timeout=3 s (LocalQueue team-a: not "
+                              "admitted: couldn't assign flavors to pod set %s: insufficient unused quota for "
+                              "nvidia.com/gpu in flavor %s" % (run_id, pod_set, FLAVOR)), message
+    return message
+
+
 def test_runs_on_a_kueue_localqueue_wait_for_its_gpu_quota(api_client, deployed, gpu_queue, tmp_path):
     """Four runs on one LocalQueue whose GPUs hold one run: a JobSet takes
     them; a PyTorchJob and a batch Job wait, not admitted, past their
@@ -602,25 +615,13 @@ def test_runs_on_a_kueue_localqueue_wait_for_its_gpu_quota(api_client, deployed,
             (workload,) = workloads(api_client, namespace, "queued-first")
             assert admitted(workload) and workload.status.admission.clusterQueue == CLUSTER_QUEUE
 
-            refused = run_playbook("train.yml", "local", dict(queued, train_start_mode="pytorchjob",
-                                                              train_run_id="queued-refused", train_queue_timeout=3))
-            assert refused.failed
-            (message,) = refused.failure_messages()
-            assert message.startswith("run queued-refused was not admitted within train_queue_timeout=3 s "
-                                      "(LocalQueue team-a: not admitted: couldn't assign flavors to pod set worker: "
-                                      "insufficient unused quota for nvidia.com/gpu in flavor %s" % FLAVOR), message
+            message = refused_by_the_queue(queued, "pytorchjob", "queued-refused", "worker")
             assert message.endswith(
                 "its PyTorchJob was deleted. Fix: raise train_queue_timeout, ask for fewer replicas, or wait until the "
                 "quota of its ClusterQueue is free (kubectl get clusterqueues shows what each holds)"), message
             assert not workloads(api_client, namespace, "queued-refused")
             # A batch Job the same (Kueue's pod set "main"), its Service gone with it.
-            refused = run_playbook("train.yml", "local", dict(queued, train_start_mode="job",
-                                                              train_run_id="queued-job", train_queue_timeout=3))
-            assert refused.failed
-            (message,) = refused.failure_messages()
-            assert message.startswith("run queued-job was not admitted within train_queue_timeout=3 s (LocalQueue "
-                                      "team-a: not admitted: couldn't assign flavors to pod set main: insufficient "
-                                      "unused quota for nvidia.com/gpu in flavor %s" % FLAVOR), message
+            message = refused_by_the_queue(queued, "job", "queued-job", "main")
             assert "its Job was deleted." in message, message
             assert not workloads(api_client, namespace, "queued-job")
             assert objects(api_client, namespace, "v1", "Service", "queued-job") == []
