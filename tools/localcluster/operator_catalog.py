@@ -175,7 +175,7 @@ def _kueue(ports: dict, directory: Path, _root: Path) -> tuple[list[str], dict[s
 
 
 # The SR-IOV Network Operator runs in the local inventory's
-# sriov_operator_namespace (test_localcluster.py holds them equal), as
+# sriov_operator_namespace (test_localcluster_operators.py holds them equal), as
 # OpenShift installs it, and prefixes resource names as OpenShift's does.
 SRIOV_NAMESPACE = "openshift-sriov-network-operator"
 SRIOV_RESOURCE_PREFIX = "openshift.io"
