@@ -78,6 +78,8 @@ BAD = [
     ("cluster_shared_claim_name", "Workspace", "is not a DNS subdomain", "DNS subdomain"),
     ("cluster_gpu_nodes", ["node-a", "Node B"], "is not a DNS subdomain", "DNS subdomain"),
     ("cluster_gpu_nodes", "node-a", "is not a list", "give a list"),
+    ("cluster_gpu_node_selector", "pool in (a,b", "is not a label selector", "kubectl get nodes -l"),
+    ("cluster_gpu_nodes_exclude", ["Node B"], "is not a DNS subdomain", "DNS subdomain"),
     # A NIC without its resource (the argument spec printed itself whole).
     ("cluster_rdma_nics", [{"name": "eno5np0-network"}], "entry 'eno5np0-network' has no resource",
      "write each NIC as {name: eno5np0-network, resource: openshift.io/eno5np0rdma"),
@@ -151,8 +153,13 @@ BAD = [
 # Settings that are each fine but cannot go together.
 CONTRADICTIONS = [
     ({"replicas": 4}, "replicas", "replicas=4 but only 3 cluster_gpu_nodes are named", "add nodes to cluster_gpu_nodes"),
-    ({"cluster_gpu_nodes": ["node-a", "node-a"], "replicas": 1}, "cluster_gpu_nodes", "each once", "each GPU node once"),
-    ({"cluster_gpu_nodes": [], "replicas": 0}, "cluster_gpu_nodes", "at least one node", "each GPU node once"),
+    ({"cluster_gpu_nodes": ["node-a", "node-a"], "replicas": 1}, "cluster_gpu_nodes", "each node once",
+     "each GPU node once"),
+    ({"cluster_gpu_nodes": [], "cluster_gpu_node_selector": "", "replicas": 0}, "cluster_gpu_nodes",
+     "no GPU node is given", "choose them by label with cluster_gpu_node_selector"),
+    ({"cluster_gpu_node_selector": "nvidia.com/gpu.present=true"}, "cluster_gpu_nodes",
+     "names nodes and cluster_gpu_node_selector 'nvidia.com/gpu.present=true' chooses them by label",
+     "cluster_gpu_node_selector=''"),
     ({"cluster_network_mode": "tcp"}, "cluster_rdma_nics", "cluster_network_mode=tcp attaches none",
      "cluster_rdma_nics=[]"),
     ({"cluster_rdma_nics": []}, "cluster_rdma_nics", "cluster_network_mode=rdma needs cluster_rdma_nics",

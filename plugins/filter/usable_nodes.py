@@ -41,6 +41,16 @@ options:
     description: Only nodes labelled C(mlinfra.io/rdma-verified=true) (C(statefulset_require_verified_nodes)).
     type: bool
     default: false
+  selector:
+    description: The label selector that chose O(named) (C(cluster_gpu_node_selector)), when they were not named by
+      hand; the refusal says so.
+    type: str
+    default: ""
+  left_out:
+    description: The nodes O(selector) matched but did not choose, in words (C(gpu_nodes_selected)'s
+      C(left_out_words)); the refusal names them.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -90,11 +100,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mlinfra.multinode.plugins.module_utils.workload.node_choice import too_few_nodes, usable_nodes
 
 
-def usable_nodes_filter(nodes, named, replicas, cluster_name, require_verified=False):
+def usable_nodes_filter(nodes, named, replicas, cluster_name, require_verified=False, selector="", left_out=""):
     if not isinstance(nodes, list) or not all(isinstance(node, dict) for node in nodes):
         raise AnsibleFilterError("usable_nodes takes the node objects as k8s_info returns them")
     found = usable_nodes(nodes, list(named), bool(require_verified))
-    found["refusal"] = too_few_nodes(found, int(replicas), len(named), cluster_name)
+    found["refusal"] = too_few_nodes(found, int(replicas), len(named), cluster_name, selector or "",
+                                     left_out or "")
     return found
 
 

@@ -72,10 +72,15 @@ options:
         type: int
         required: true
       cluster_gpu_nodes:
-        description: The nodes the pods may run on.
+        description: The nodes the pods may run on; empty when O(_input.cluster_gpu_node_selector) chooses them.
         type: list
         elements: str
         required: true
+      cluster_gpu_node_selector:
+        description: With no O(_input.cluster_gpu_nodes) (manifests written without a cluster), the label selector
+          that selects the nodes instead.
+        type: str
+        default: ""
       cluster_nccl_env_overrides:
         description: NCCL variables passed to the autodetect init container as C(--set=NAME=VALUE).
         type: dict

@@ -25,6 +25,7 @@ import re
 from .workload.image_reference import parse_image_reference
 from .fabric.nccl_env import OVERRIDE_MAX_LENGTH, override_error
 from .common.errors import MlinfraError
+from .common.labels import LABEL_KEY, LABEL_VALUE, parse_selector
 
 __metaclass__ = type
 
@@ -40,9 +41,6 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 # (a storage size of "100" is 100 bytes, never what was meant).
 SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)$")
 CPU = re.compile(r"^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Namespaces of the platform itself: a deployment there mixes its pods,
 # RBAC and privileges with the cluster's own components.
@@ -210,6 +208,17 @@ def _ipam_map(value):
     return mapping
 
 
+def _node_selector(value):
+    """A label selector in kubectl's syntax; the API server matches it."""
+    text = to_text(value)
+    try:
+        parse_selector(text)
+    except ValueError as error:
+        raise Refused("is not a label selector: %s" % error, "give a label selector as kubectl get nodes -l takes "
+                      "it, e.g. nvidia.com/gpu.present=true or feature.node.kubernetes.io/rdma.capable=true")
+    return text
+
+
 def _label_map(value):
     mapping = to_dict(value)
     for key, item in mapping.items():
@@ -326,6 +335,8 @@ SETTINGS = {
     "cluster_namespace": NAME,
     "cluster_app_name": _text(DNS_LABEL, "a DNS label of at most 52 characters (pod names add -N)", 52, empty=False),
     "cluster_gpu_nodes": lambda value: to_list(value, SUBDOMAIN),
+    "cluster_gpu_node_selector": _node_selector,
+    "cluster_gpu_nodes_exclude": lambda value: to_list(value, SUBDOMAIN),
     "replicas": _count(0),
     "cluster_gpus_per_node": _count(1),
     "cluster_network_mode": _choice("rdma", "tcp"),
@@ -476,6 +487,9 @@ SETTINGS = {
     "train_dataset": ONE_LINE,
     "train_dataset_path": ONE_LINE,
     "train_hf_assets_path": ONE_LINE,
+    # playbooks/discover.yml
+    "discover_output": _text(re.compile(r"^.+$"), "a file path", empty=False),
+    "discover_probe_nodes": _bool,
     # teardown
     "purge_workspaces": _bool,
     "purge_image": _bool,
@@ -522,6 +536,39 @@ def _workload_conflicts(values):
     return found
 
 
+def _node_list_conflicts(values):
+    """The GPU nodes are named (cluster_gpu_nodes) or chosen by label
+    (cluster_gpu_node_selector, less cluster_gpu_nodes_exclude): one of the
+    two. A selector's count is known once the cluster role has listed the
+    nodes, so replicas is checked against it there."""
+    nodes, selector = values.get("cluster_gpu_nodes") or [], values.get("cluster_gpu_node_selector") or ""
+    exclude = values.get("cluster_gpu_nodes_exclude") or []
+    found = []
+    if "cluster_gpu_nodes" not in values:
+        return found
+    # A selector refused (or not seen yet: a role default) is not "none".
+    selector_known = "cluster_gpu_node_selector" in values
+    if nodes and selector:
+        found.append(("cluster_gpu_nodes", nodes, "cluster_gpu_nodes names nodes and cluster_gpu_node_selector '%s' "
+                      "chooses them by label: give one of the two" % selector,
+                      "set cluster_gpu_nodes=[] to choose by label, or cluster_gpu_node_selector='' to name them"))
+    elif not nodes and not selector and selector_known:
+        found.append(("cluster_gpu_nodes", nodes, "cluster_gpu_nodes is empty and so is cluster_gpu_node_selector: "
+                      "no GPU node is given", "name the nodes in cluster_gpu_nodes, or choose them by label with "
+                      "cluster_gpu_node_selector (e.g. nvidia.com/gpu.present=true)"))
+    elif len(set(nodes)) != len(nodes):
+        found.append(("cluster_gpu_nodes", nodes, "cluster_gpu_nodes must name each node once",
+                      "list each GPU node once in cluster_gpu_nodes"))
+    if nodes and exclude:
+        found.append(("cluster_gpu_nodes_exclude", exclude, "cluster_gpu_nodes_exclude leaves nodes out of what "
+                      "cluster_gpu_node_selector chooses, and the nodes are named in cluster_gpu_nodes instead",
+                      "take the nodes out of cluster_gpu_nodes and set cluster_gpu_nodes_exclude=[]"))
+    if nodes and "replicas" in values and values["replicas"] > len(nodes):
+        found.append(("replicas", values["replicas"], "replicas=%d but only %d cluster_gpu_nodes are named (one pod "
+                      "per node)" % (values["replicas"], len(nodes)), "lower replicas or add nodes to cluster_gpu_nodes"))
+    return found
+
+
 def _across(values):
     """(variables, value shown, problem, fix) for settings that contradict
     each other; each needs every variable it names to have converted."""
@@ -529,15 +576,7 @@ def _across(values):
         return all(name in values for name in names)
 
     found = []
-    if has("replicas", "cluster_gpu_nodes") and values["replicas"] > len(values["cluster_gpu_nodes"]):
-        found.append(("replicas", values["replicas"], "replicas=%d but only %d cluster_gpu_nodes are named (one pod "
-                      "per node)" % (values["replicas"], len(values["cluster_gpu_nodes"])),
-                      "lower replicas or add nodes to cluster_gpu_nodes"))
-    if has("cluster_gpu_nodes"):
-        nodes = values["cluster_gpu_nodes"]
-        if not nodes or len(set(nodes)) != len(nodes):
-            found.append(("cluster_gpu_nodes", nodes, "cluster_gpu_nodes must name at least one node, each once",
-                          "list each GPU node once in cluster_gpu_nodes"))
+    found.extend(_node_list_conflicts(values))
     if has("cluster_network_mode", "cluster_host_network", "cluster_rdma_nics"):
         mode, host, nics = values["cluster_network_mode"], values["cluster_host_network"], values["cluster_rdma_nics"]
         if mode == "rdma" and not host and not nics:

@@ -184,15 +184,18 @@ def test_vfs_the_sriov_role_has_made_are_checked_before_any_pod(api_client, depl
 
 def test_scale_up_to_zero_and_back_keeps_the_workspaces(api_client, deploy_ns):
     # Six pods need all six nodes, the cordoned one too; in tcp mode its
-    # down port does not matter.
+    # down port does not matter. The nodes are chosen by the GPU operator's
+    # label, in each playbook run anew.
     with uncordoned(api_client, RAIL_DOWN_NODE):
         _scale_up_to_zero_and_back(api_client, {"cluster_namespace": deploy_ns, "cluster_network_mode": "tcp",
-                                                "cluster_rdma_nics": []})
+                                                "cluster_rdma_nics": [], "cluster_gpu_nodes": [],
+                                                "cluster_gpu_node_selector": "nvidia.com/gpu.present=true"})
 
 
 def _scale_up_to_zero_and_back(api_client, ns):
     deploy_ns = ns["cluster_namespace"]
-    assert not run_playbook("deploy.yml", "local", ns).failed
+    deployed = run_playbook("deploy.yml", "local", ns)
+    assert not deployed.failed, deployed.failure_messages()
     before = claims(api_client, deploy_ns)
 
     six = run_playbook("scale.yml", "local", dict(ns, replicas=6))
@@ -441,6 +444,14 @@ def test_another_owners_objects_are_refused_before_any_change_and_never_deleted(
 @pytest.mark.parametrize("extra,words", [
     ({"replicas": 6}, "only 5 of the 6 cluster_gpu_nodes can take a pod: moc-r4pcc04u36-nairr is cordoned"),
     ({"cluster_gpu_nodes": ["moc-r4pcc04u09-nairr", "no-such-node"]}, "no-such-node"),
+    # By label: the cordoned node is left out, and the refusal says so.
+    ({"cluster_gpu_nodes": [], "cluster_gpu_node_selector": "nvidia.com/gpu.present=true", "replicas": 6},
+     "replicas=6 but only 5 of the 5 nodes cluster_gpu_node_selector 'nvidia.com/gpu.present=true' chose can take a "
+     "pod: the selector left out moc-r4pcc04u36-nairr (cordoned (unschedulable)); nothing was changed; fix: lower "
+     "replicas (-e replicas=5), or see to the nodes it left out"),
+    ({"cluster_gpu_nodes": [], "cluster_gpu_node_selector": "example.com/pool in (none)"},
+     "cluster_gpu_node_selector 'example.com/pool in (none)' matches no node; nothing was changed; fix: label the GPU "
+     "nodes"),
     # One problem for the five nodes that lack the same, naming the variable.
     ({"cluster_gpus_per_node": 8}, "named nodes cannot host a pod (nothing was changed): nodes %s: nvidia.com/gpu "
                                    "(wants 8, has 4); fix: lower cluster_gpus_per_node to what the nodes can "

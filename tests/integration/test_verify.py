@@ -184,15 +184,22 @@ def test_a_verdict_that_changed_since_the_previous_run_is_named(api_client, veri
 
 
 def test_before_deploy_the_pods_are_reported_not_checked(api_client, verify_ns, tmp_path):
-    run = run_playbook("verify-rdma.yml", "local", {"cluster_namespace": verify_ns, "cluster_gpu_nodes": HEALTHY,
-                                                    "verify_report_dir": str(tmp_path)})
+    # The nodes chosen by label, as the GPU operator labels them: the API
+    # server matches the six GPU nodes (not the infra worker); two are
+    # excluded by name and the cordoned one is left out, which leaves HEALTHY.
+    run = run_playbook("verify-rdma.yml", "local", {
+        "cluster_namespace": verify_ns, "cluster_gpu_nodes": [], "cluster_gpu_node_selector": "nvidia.com/gpu.present=true",
+        "cluster_gpu_nodes_exclude": ["moc-r4pcc04u16-nairr", "moc-r4pcc04u25-nairr"], "verify_report_dir": str(tmp_path)})
     assert run.failed
+    assert ("cluster_gpu_node_selector 'nvidia.com/gpu.present=true' matched 6 nodes; chose 3: %s; left out 3: "
+            "moc-r4pcc04u16-nairr, moc-r4pcc04u25-nairr (named in cluster_gpu_nodes_exclude); moc-r4pcc04u36-nairr "
+            "(cordoned (unschedulable))" % ", ".join(HEALTHY)) in run.stdout
     message = " ".join(run.failure_messages())
     assert "no training pods: StatefulSet %s/%s is not deployed" % (verify_ns, APP) in message
     assert "-e verify_pod_checks=false" in message
     report = json.loads((tmp_path / "latest.json").read_text())
     assert report["verdict"] == "not-checked"
-    assert [n["status"] for n in report["nodes"]] == ["pass"] * 3
+    assert [(n["node"], n["status"]) for n in report["nodes"]] == [(node, "pass") for node in HEALTHY]
 
 
 def test_check_mode_creates_no_probes_and_passes_nothing(api_client, verify_ns, tmp_path):

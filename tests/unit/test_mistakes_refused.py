@@ -46,16 +46,16 @@ def test_a_misspelt_required_variable_in_the_inventory_is_named_without_an_argum
     shutil.copytree(REPO + "/inventories/local", str(inventory))
     cluster = inventory / "group_vars" / "all" / "cluster.yml"
     values = yaml.safe_load(cluster.read_text())
-    values["cluster_gpu_node"] = values.pop("cluster_gpu_nodes")
+    values["cluster_gpu_per_node"] = values.pop("cluster_gpus_per_node")
     cluster.write_text(yaml.safe_dump(values))
     run = run_playbook("status.yml", str(inventory))
     message = refusal(run)
     assert message == (
-        "2 setting(s) refused: cluster_gpu_node (set in the inventory or the play) is not a variable of "
-        "mlinfra.multinode; did you mean cluster_gpu_nodes?; fix: write cluster_gpu_nodes (docs/inventory.md lists "
-        "every one), or set cluster_allow_unknown_settings=true to pass names the collection does not know; "
-        "cluster_gpu_nodes is not set; fix: set it in the inventory's group_vars (docs/inventory.md, "
-        "### cluster_gpu_nodes)"), message
+        "2 setting(s) refused: cluster_gpu_per_node (set in the inventory or the play) is not a variable of "
+        "mlinfra.multinode; did you mean cluster_gpus_per_node?; fix: write cluster_gpus_per_node (docs/inventory.md "
+        "lists every one), or set cluster_allow_unknown_settings=true to pass names the collection does not know; "
+        "cluster_gpus_per_node is not set; fix: set it in the inventory's group_vars (docs/inventory.md, "
+        "### cluster_gpus_per_node)"), message
     assert "argument_spec" not in run.stdout + run.stderr
 
 

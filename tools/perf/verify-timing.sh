@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Times verify-rdma.yml's node checks (-e verify_pod_checks=false) on the
-# local cluster for 2, 6 and 32 GPU nodes, each RUNS times (default 2, the
+# local cluster for 2, 32 and 256 GPU nodes (SIZES="2 6 32" for others), each RUNS times (default 2, the
 # node counts taking turns so that a change of load hits them alike), and
 # prints the wall times, the cost per node, and where the time went (the
 # slowest tasks of each node count's first run, from the profile_tasks
@@ -8,7 +8,7 @@
 #   bash tools/perf/verify-timing.sh [OUTDIR]        (RUNS=3 bash ... for more runs)
 # 2 nodes: the first two of the inventory's cluster_gpu_nodes; 6: all of them
 # (three are deliberately unhealthy; -e verify_fail_on=never lets the play
-# pass anyway); 32: those six and 26 extra fake nodes moc-perf-01..26, cloned
+# pass anyway); more: those six and extra fake nodes moc-perf-001.., cloned
 # from the healthy moc-r4pcc04u09-nairr (labels, taints, capacity,
 # allocatable and its snapshot annotation; kwok plays every node), created
 # here and deleted at the end, also when a run fails or the script is
@@ -23,10 +23,13 @@ mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"  # the playbook would take a relative path as relative to playbooks/
 KUBECTL=(bash tools/localcluster/cluster.sh kubectl)
 SOURCE=moc-r4pcc04u09-nairr
-EXTRA=26
+read -ra SIZES <<<"${SIZES:-2 32 256}"
+LARGEST=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
+SMALLEST=$(printf '%s\n' "${SIZES[@]}" | sort -n | head -1)
+INVENTORY_COUNT=6
+EXTRA=$(( LARGEST > INVENTORY_COUNT ? LARGEST - INVENTORY_COUNT : 0 ))
 PERF_LABEL=mlinfra.io/perf-node=verify-timing
 NS="perf-verify-$$"
-SIZES=(2 6 32)
 
 remove_extra_nodes() {
   "${KUBECTL[@]}" delete node -l "$PERF_LABEL" --ignore-not-found --wait=true >/dev/null
@@ -52,13 +55,13 @@ remove_extra_nodes  # left by an interrupted run
 # kwok's usual --manage-nodes-with-annotation-selector too), and
 # localcluster.mlinfra.io/inventory, so that `cluster.sh up` also deletes any
 # that an unclean exit left behind (they are not in the inventory).
-"${KUBECTL[@]}" get node "$SOURCE" -o json | .venv/bin/python -c '
+(( EXTRA )) && "${KUBECTL[@]}" get node "$SOURCE" -o json | .venv/bin/python -c '
 import json, sys
 source, count, label = json.load(sys.stdin), int(sys.argv[1]), sys.argv[2].split("=", 1)
 meta, status = source["metadata"], source["status"]
 items = []
 for index in range(1, count + 1):
-    name = "moc-perf-%02d" % index
+    name = "moc-perf-%03d" % index
     labels = dict(meta["labels"], **{"kubernetes.io/hostname": name, label[0]: label[1]})
     annotations = {k: v for k, v in meta["annotations"].items()
                    if k.startswith(("kwok.x-k8s.io/", "localcluster.mlinfra.io/"))}
@@ -68,15 +71,15 @@ for index in range(1, count + 1):
                   "status": {k: status[k] for k in ("addresses", "capacity", "allocatable", "nodeInfo")}})
 json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
 ' "$EXTRA" "$PERF_LABEL" | "${KUBECTL[@]}" create -f - >/dev/null
-"${KUBECTL[@]}" wait node -l "$PERF_LABEL" --for=condition=Ready --timeout=60s >/dev/null
+(( EXTRA )) && "${KUBECTL[@]}" wait node -l "$PERF_LABEL" --for=condition=Ready --timeout=300s >/dev/null
 
 mapfile -t INVENTORY_NODES < <(.venv/bin/python -c '
 import yaml
 print("\n".join(yaml.safe_load(open("inventories/local/group_vars/all/cluster.yml"))["cluster_gpu_nodes"]))')
 mapfile -t EXTRA_NODES < <("${KUBECTL[@]}" get node -l "$PERF_LABEL" -o name | sed 's|^node/||' | sort)
 ALL_NODES=("${INVENTORY_NODES[@]}" "${EXTRA_NODES[@]}")
-if (( ${#ALL_NODES[@]} != 32 )); then
-  echo "expected 32 GPU nodes, have ${#ALL_NODES[@]}: ${ALL_NODES[*]}" >&2
+if (( ${#ALL_NODES[@]} < LARGEST )); then
+  echo "expected $LARGEST GPU nodes, have ${#ALL_NODES[@]}: ${ALL_NODES[*]}" >&2
   exit 1
 fi
 
@@ -109,7 +112,7 @@ for run in $(seq 1 "$RUNS"); do
     fi
     TIMES[$n]+="$seconds "
     CHECKS[$n]+="$checks "
-    printf 'nodes=%-2s run %s: %5.1f s (node checks task %s s, load %s), %s\n' "$n" "$run" "$seconds" "$checks" \
+    printf 'nodes=%-3s run %s: %5.1f s (node checks task %s s, load %s), %s\n' "$n" "$run" "$seconds" "$checks" \
       "$(cut -d' ' -f1 /proc/loadavg)" "$result"
   done
 done
@@ -127,9 +130,11 @@ for n in "${SIZES[@]}"; do
   printf '| %s | %s | %s | %.2f | %s (%s) |\n' "$n" "$(printf '%.1f, ' "${times[@]}" | sed 's/, $//')" "${MEAN[$n]}" \
     "$(echo "${MEAN[$n]} / $n" | bc -l)" "${CMEAN[$n]}" "$(printf '%s, ' "${checks[@]}" | sed 's/, $//')"
 done
-printf '32 nodes / 2 nodes: %.2fx the wall time (16x would be one node after the other); each node beyond 2 adds %.3f s\n' \
-  "$(echo "${MEAN[32]} / ${MEAN[2]}" | bc -l)" "$(echo "(${MEAN[32]} - ${MEAN[2]}) / 30" | bc -l)"
-printf 'node checks task alone: 32 nodes / 2 nodes %.2fx\n' "$(echo "${CMEAN[32]} / ${CMEAN[2]}" | bc -l)"
+printf '%s nodes / %s nodes: %.2fx the wall time (%sx would be one node after the other); each node beyond %s adds %.3f s\n' \
+  "$LARGEST" "$SMALLEST" "$(echo "${MEAN[$LARGEST]} / ${MEAN[$SMALLEST]}" | bc -l)" "$(( LARGEST / SMALLEST ))" "$SMALLEST" \
+  "$(echo "(${MEAN[$LARGEST]} - ${MEAN[$SMALLEST]}) / ($LARGEST - $SMALLEST)" | bc -l)"
+printf 'node checks task alone: %s nodes / %s nodes %.2fx\n' "$LARGEST" "$SMALLEST" \
+  "$(echo "${CMEAN[$LARGEST]} / ${CMEAN[$SMALLEST]}" | bc -l)"
 for n in "${SIZES[@]}"; do
   echo "slowest tasks, nodes=$n, run 1:"
   sed -n '/^TASKS RECAP/,$p' "$OUT/nodes-$n-run-1.log" | grep -- '---' | head -8 | sed 's/^/    /'

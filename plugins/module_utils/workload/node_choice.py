@@ -57,14 +57,17 @@ def _are(names):
     return "%s %s" % (", ".join(names), "is" if len(names) == 1 else "are")
 
 
-def too_few_nodes(found, replicas, named_count, cluster_name):
+def too_few_nodes(found, replicas, named_count, cluster_name, selector="", left_out=""):
     """The refusal when fewer than ``replicas`` nodes are usable (``found``
     from usable_nodes), naming each node left out, why, and the fix; ""
-    when there are enough."""
+    when there are enough. ``selector``: the cluster_gpu_node_selector that
+    chose the nodes, when they were not named; ``left_out``: the words for
+    the nodes it matched but did not choose (node_selection)."""
     usable = len(found["usable"])
     if usable >= replicas:
         return ""
-    reasons, fixes = [], ["lower replicas (-e replicas=%d)" % usable if usable else "name other nodes"]
+    other = "label more nodes for cluster_gpu_node_selector" if selector else "name other nodes"
+    reasons, fixes = [], ["lower replicas (-e replicas=%d)" % usable if usable else other]
     if found["failed"]:
         dates = sorted(set(entry["date"] for entry in found["failed"] if entry["date"]))
         reasons.append("%s failed verify-rdma.yml (%s=false%s)" % (
@@ -79,8 +82,14 @@ def too_few_nodes(found, replicas, named_count, cluster_name):
     if found["cordoned"]:
         reasons.append("%s cordoned (unschedulable)" % _are(found["cordoned"]))
         fixes.append("uncordon a node once repaired (kubectl uncordon NODE)")
-    return "replicas=%d but only %d of the %d cluster_gpu_nodes can take a pod: %s; nothing was changed; fix: %s" % (
-        replicas, usable, named_count, "; ".join(reasons), ", or ".join(fixes))
+    if left_out:
+        reasons.append("the selector left out %s" % left_out)
+        fixes.append("see to the nodes it left out")
+    if not reasons:
+        reasons.append("no more nodes are %s" % ("chosen" if selector else "named"))
+    nodes = "nodes cluster_gpu_node_selector '%s' chose" % selector if selector else "cluster_gpu_nodes"
+    return "replicas=%d but only %d of the %d %s can take a pod: %s; nothing was changed; fix: %s" % (
+        replicas, usable, named_count, nodes, "; ".join(reasons), ", or ".join(fixes))
 
 
 # -- pods already placed -------------------------------------------------------

@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import json
 
+from ..common.labels import parse_selector
 from ..inventory_settings import setting_bool
 from .node_choice import VERIFIED_LABEL
 from ..cluster.ownership import owner_labels
@@ -407,7 +408,13 @@ def pod_volumes(settings):
 
 
 def node_affinity(settings):
-    expressions = [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(settings["cluster_gpu_nodes"])}]
+    if settings["cluster_gpu_nodes"] or not settings.get("cluster_gpu_node_selector"):
+        expressions = [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(settings["cluster_gpu_nodes"])}]
+    else:
+        # Written without a cluster (render.yml): the nodes are not chosen
+        # yet, so the selector itself selects them. A deployment uses the
+        # nodes the cluster role chose.
+        expressions = parse_selector(settings["cluster_gpu_node_selector"])
     if setting_bool(settings, "statefulset_require_verified_nodes"):
         # Only nodes verify-rdma.yml -e verify_label_nodes=true passed.
         expressions.append({"key": VERIFIED_LABEL, "operator": "In", "values": ["true"]})
