@@ -83,6 +83,16 @@ if (( ${#ALL_NODES[@]} < LARGEST )); then
   exit 1
 fi
 
+# Runs a command and writes "user system peak-KiB" of it and the processes
+# it waited for to the file given first (getrusage of the children).
+RUSAGE=(.venv/bin/python -c '
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[1], "w") as out:
+    out.write("%.2f %.2f %d\n" % (used.ru_utime, used.ru_stime, used.ru_maxrss))
+sys.exit(code)')
+
 # One task's time from a run's TASKS RECAP (0 when it did not run).
 task_seconds() {
   sed -n '/^TASKS RECAP/,$p' "$1" | grep -F -- "$2" | grep -o '[0-9.]*s$' | tr -d s | head -1 | grep . || echo 0
@@ -90,51 +100,68 @@ task_seconds() {
 
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 status=0
-declare -A TIMES CHECKS
+declare -A TIMES CHECKS CPUS PEAKS
 for run in $(seq 1 "$RUNS"); do
   for n in "${SIZES[@]}"; do
     nodes_json=$(printf '"%s",' "${ALL_NODES[@]:0:$n}")
     log="$OUT/nodes-$n-run-$run.log"
     result=ok
     start=$(date +%s.%N)
-    ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks .venv/bin/ansible-playbook playbooks/verify-rdma.yml \
+    # The controller's own CPU (ansible-playbook and the modules it waits
+    # for) and its largest process's peak memory: what grows on a real
+    # cluster, where the pods' work is on the nodes, not on this machine.
+    ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks "${RUSAGE[@]}" "$log.time" \
+      .venv/bin/ansible-playbook playbooks/verify-rdma.yml \
       -i inventories/local -e "cluster_namespace=$NS" -e verify_pod_checks=false -e verify_fail_on=never \
       -e "verify_report_dir=$OUT/reports-$n" -e "{\"cluster_gpu_nodes\": [${nodes_json%,}]}" >"$log" 2>&1 \
       || { result="FAILED, see $log"; status=1; }
     end=$(date +%s.%N)
     seconds=$(echo "$end - $start" | bc)
     checks=$(task_seconds "$log" "Run the node checks in every probe")
-    # A node that was not checked would make the time meaningless.
-    checked=$(grep -cE "msg: .?[^ :]+: (PASS|WARN|FAIL)" "$log" || true)
+    read -r user_s sys_s peak_kb < <(tail -1 "$log.time")
+    cpu=$(echo "$user_s + $sys_s" | bc)
+    # A node that was not checked would make the time meaningless: every
+    # node of the run's report has a verdict.
+    checked=$(.venv/bin/python -c 'import json, sys
+report = json.load(open(sys.argv[1]))
+print(sum(1 for node in report["nodes"] if node["status"] in ("pass", "warn", "fail")))' \
+      "$OUT/reports-$n/latest.json" 2>/dev/null || echo 0)
     if (( checked != n )); then
       result="only $checked of $n nodes checked, see $log"
       status=1
     fi
     TIMES[$n]+="$seconds "
     CHECKS[$n]+="$checks "
-    printf 'nodes=%-3s run %s: %5.1f s (node checks task %s s, load %s), %s\n' "$n" "$run" "$seconds" "$checks" \
-      "$(cut -d' ' -f1 /proc/loadavg)" "$result"
+    CPUS[$n]+="$cpu "
+    PEAKS[$n]+="$(( peak_kb / 1024 )) "
+    printf 'nodes=%-3s run %s: %5.1f s (node checks task %s s; controller CPU %s s, peak %s MiB; load %s), %s\n' \
+      "$n" "$run" "$seconds" "$checks" "$cpu" "$(( peak_kb / 1024 ))" "$(cut -d' ' -f1 /proc/loadavg)" "$result"
   done
 done
 
 mean() { tr ' ' '\n' | grep . | awk '{ s += $1 } END { printf "%.2f", s / NR }'; }
 echo
-echo "| nodes | runs (s) | mean (s) | mean / node (s) | node checks task, mean (s) |"
-echo "|---|---|---|---|---|"
-declare -A MEAN CMEAN
+echo "| nodes | runs (s) | mean (s) | mean / node (s) | node checks task, mean (s) | controller CPU, mean (s) | controller peak (MiB) |"
+echo "|---|---|---|---|---|---|---|"
+declare -A MEAN CMEAN UMEAN
 for n in "${SIZES[@]}"; do
   read -ra times <<<"${TIMES[$n]}"
   read -ra checks <<<"${CHECKS[$n]}"
+  read -ra peaks <<<"${PEAKS[$n]}"
   MEAN[$n]=$(mean <<<"${TIMES[$n]}")
   CMEAN[$n]=$(mean <<<"${CHECKS[$n]}")
-  printf '| %s | %s | %s | %.2f | %s (%s) |\n' "$n" "$(printf '%.1f, ' "${times[@]}" | sed 's/, $//')" "${MEAN[$n]}" \
-    "$(echo "${MEAN[$n]} / $n" | bc -l)" "${CMEAN[$n]}" "$(printf '%s, ' "${checks[@]}" | sed 's/, $//')"
+  UMEAN[$n]=$(mean <<<"${CPUS[$n]}")
+  printf '| %s | %s | %s | %.2f | %s (%s) | %s | %s |\n' "$n" "$(printf '%.1f, ' "${times[@]}" | sed 's/, $//')" \
+    "${MEAN[$n]}" "$(echo "${MEAN[$n]} / $n" | bc -l)" "${CMEAN[$n]}" "$(printf '%s, ' "${checks[@]}" | sed 's/, $//')" \
+    "${UMEAN[$n]}" "$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)"
 done
 printf '%s nodes / %s nodes: %.2fx the wall time (%sx would be one node after the other); each node beyond %s adds %.3f s\n' \
   "$LARGEST" "$SMALLEST" "$(echo "${MEAN[$LARGEST]} / ${MEAN[$SMALLEST]}" | bc -l)" "$(( LARGEST / SMALLEST ))" "$SMALLEST" \
   "$(echo "(${MEAN[$LARGEST]} - ${MEAN[$SMALLEST]}) / ($LARGEST - $SMALLEST)" | bc -l)"
 printf 'node checks task alone: %s nodes / %s nodes %.2fx\n' "$LARGEST" "$SMALLEST" \
   "$(echo "${CMEAN[$LARGEST]} / ${CMEAN[$SMALLEST]}" | bc -l)"
+printf "controller CPU: %s nodes / %s nodes %.2fx\n" "$LARGEST" "$SMALLEST" \
+  "$(echo "${UMEAN[$LARGEST]} / ${UMEAN[$SMALLEST]}" | bc -l)"
 for n in "${SIZES[@]}"; do
   echo "slowest tasks, nodes=$n, run 1:"
   sed -n '/^TASKS RECAP/,$p' "$OUT/nodes-$n-run-1.log" | grep -- '---' | head -8 | sed 's/^/    /'
