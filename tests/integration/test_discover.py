@@ -25,20 +25,25 @@ for part in ("cluster", "sriov"):
 @pytest.fixture
 def sriov_policies(api_client):
     """The sriov role's node policies of the local inventory, as it would
-    create them (one per NIC), in the operator's namespace; deleted after."""
+    create them (one per NIC), in the operator's namespace; those this
+    fixture made are deleted after (a deployment of an earlier test on this
+    cluster may have left the same ones: teardown keeps them)."""
     values = check_settings(dict(LOCAL, sriov_node_label="", sriov_node_selector={"mlinfra.io/sriov": "true"},
                                  sriov_num_vfs=8, sriov_nic_device_id="", sriov_device_type="netdevice",
                                  sriov_is_rdma=True))["values"]
     policies = dynamic.DynamicClient(api_client).resources.get(api_version="sriovnetwork.openshift.io/v1",
                                                                kind="SriovNetworkNodePolicy")
-    made = [node_policy(values, nic) for nic in values["cluster_rdma_nics"]]
+    namespace = LOCAL["sriov_operator_namespace"]
+    there = set(item.metadata.name for item in policies.get(namespace=namespace).items)
+    wanted = [node_policy(values, nic) for nic in values["cluster_rdma_nics"]]
+    made = [body for body in wanted if body["metadata"]["name"] not in there]
     for body in made:
-        policies.create(body=body, namespace=LOCAL["sriov_operator_namespace"])
+        policies.create(body=body, namespace=namespace)
     try:
-        yield made
+        yield wanted
     finally:
         for body in made:
-            policies.delete(name=body["metadata"]["name"], namespace=LOCAL["sriov_operator_namespace"])
+            policies.delete(name=body["metadata"]["name"], namespace=namespace)
 
 
 def test_discover_proposes_the_local_inventorys_own_settings(api_client, sriov_policies, tmp_path):
