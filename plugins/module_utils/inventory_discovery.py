@@ -23,6 +23,7 @@ __metaclass__ = type
 import json
 
 from .common.quantity import parse_quantity
+from .workload.node_selection import names_shown
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Labels that select GPU nodes, the most telling first: the GPU operator's
@@ -33,8 +34,6 @@ PREFERRED_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/rdma.c
 _NODE_OWN_LABELS = ("kubernetes.io/hostname", "mlinfra.io/rdma-verified", "mlinfra.io/rdma-verified-date")
 # The RDMA shared device plugin's resources (k8s-rdma-shared-dev-plugin).
 SHARED_RDMA_PREFIX = "rdma/"
-# How many node names a note lists before it says how many more.
-_NAMES_SHOWN = 8
 
 
 def _allocatable(node):
@@ -132,10 +131,8 @@ def propose(nodes, policies=None, facts=None, platform="kubernetes"):
     label = selecting_label(nodes, chosen)
     if label:
         settings["cluster_gpu_node_selector"] = label
-        shown = ", ".join(chosen[:_NAMES_SHOWN]) + (" and %d more" % (len(chosen) - _NAMES_SHOWN)
-                                                    if len(chosen) > _NAMES_SHOWN else "")
         notes["cluster_gpu_node_selector"] = "selects the %d GPU node(s) (%s) and none of the %d other(s)" % (
-            len(chosen), shown, others)
+            len(chosen), names_shown(chosen), others)
     else:
         settings["cluster_gpu_nodes"] = chosen
         notes["cluster_gpu_nodes"] = "no label sets the GPU nodes apart from the %d other node(s); named instead" % others

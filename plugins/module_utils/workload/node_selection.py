@@ -69,7 +69,9 @@ def _why_left_out(node, exclude, tolerations, wanted):
     return ""
 
 
-def _names(names):
+def names_shown(names):
+    """The first names and how many more: a line that stays short at
+    hundreds of nodes."""
     shown = ", ".join(names[:_NAMES_SHOWN])
     return shown + (" and %d more" % (len(names) - _NAMES_SHOWN) if len(names) > _NAMES_SHOWN else "")
 
@@ -91,13 +93,13 @@ def select_gpu_nodes(nodes, selector, exclude=(), tolerations=(), wanted=None):
             chosen.append(node["metadata"]["name"])
     matched = len(chosen) + len(left_out)
     line = "cluster_gpu_node_selector '%s' matched %d node%s; chose %d%s" % (
-        selector, matched, "" if matched == 1 else "s", len(chosen), ": " + _names(chosen) if chosen else "")
+        selector, matched, "" if matched == 1 else "s", len(chosen), ": " + names_shown(chosen) if chosen else "")
     reasons = {}
     for entry in left_out:
         reasons.setdefault(entry["why"], []).append(entry["name"])
     # The nodes left out for one reason together: 128 cordoned nodes are
     # one group, not 128 clauses.
-    left_out_words = "; ".join("%s (%s)" % (_names(names), why)
+    left_out_words = "; ".join("%s (%s)" % (names_shown(names), why)
                                for why, names in sorted(reasons.items(), key=lambda item: item[1][0]))
     if left_out:
         line += "; left out %d: %s" % (len(left_out), left_out_words)
