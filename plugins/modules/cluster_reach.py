@@ -28,9 +28,15 @@ extends_documentation_fragment:
   - mlinfra.multinode.read_only
 options:
   timeout:
-    description: Seconds the whole request may take, connection and TLS included.
+    description: Seconds each request may take, connection and TLS included.
     type: int
     default: 30
+  namespace:
+    description:
+      - A namespace to look for once the server has answered; RV(namespace_exists) says whether it exists.
+      - One module run instead of a M(kubernetes.core.k8s_info) of its own, which every playbook would start.
+    type: str
+    version_added: 0.1.0
 """
 
 EXAMPLES = r"""
@@ -61,6 +67,11 @@ seconds:
   description: How long the answer took.
   returned: success
   type: float
+namespace_exists:
+  description: Whether O(namespace) exists.
+  returned: success, when O(namespace) is given
+  type: bool
+  sample: true
 """
 
 import copy
@@ -73,7 +84,7 @@ from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import r
 
 def argument_spec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(timeout=dict(type="int", default=30))
+    spec.update(timeout=dict(type="int", default=30), namespace=dict(type="str"))
     return spec
 
 
@@ -88,7 +99,10 @@ def main():
     try:
         config = cluster_reach.configuration(auth)
         server = config.host
-        module.exit_json(changed=False, **cluster_reach.reach(config, timeout))
+        reached = cluster_reach.reach(config, timeout)
+        if module.params["namespace"]:
+            reached["namespace_exists"] = cluster_reach.namespace_exists(config, module.params["namespace"], timeout)
+        module.exit_json(changed=False, **reached)
     except cluster_reach.ReachError as err:
         module.fail_json(msg=str(err), server=server)
 

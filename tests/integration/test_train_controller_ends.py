@@ -94,7 +94,7 @@ def test_a_run_past_its_timeout_is_deleted_and_its_operator_removes_every_rank(
     namespace, run_id = deployed["cluster_namespace"], mode + "-slow"
     run = run_playbook("train.yml", "local", dict(deployed, train_start_mode=mode, train_run_id=run_id,
                                                   train_logs_dir=str(tmp_path), train_timeout=12,
-                                                  train_progress_interval=4, train_poll_interval=1,
+                                                  train_progress_interval=6, train_poll_interval=2,
                                                   train_args=["--steps", "1000000", "--step-pause", "0.2"]))
     assert run.failed
     message = " ".join(run.failure_messages())
@@ -113,7 +113,9 @@ def test_stop_deletes_a_run_and_its_operator_removes_every_rank(api_client, depl
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         following = pool.submit(run_playbook, "train.yml", "local", dict(
             deployed, train_start_mode=mode, train_run_id=run_id, train_logs_dir=str(tmp_path), train_timeout=120,
-            train_progress_interval=2, train_poll_interval=1,
+            # A look every 2 s, a line every 30: the run is only held until
+            # the stop (each look is a module run on this busy machine).
+            train_progress_interval=30, train_poll_interval=2,
             train_args=["--steps", "1000000", "--step-pause", "0.2"]))
         deadline = time.monotonic() + 60
         while len(running_pods(api_client, namespace, run_id)) < 2:

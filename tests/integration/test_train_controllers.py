@@ -601,12 +601,14 @@ def test_runs_on_a_kueue_localqueue_wait_for_its_gpu_quota(api_client, deployed,
     admitted them; train.yml follows the Workloads."""
     namespace = deployed["cluster_namespace"]
     queued = dict(deployed, train_queue_name=gpu_queue, train_logs_dir=str(tmp_path), train_poll_interval=1,
-                  train_progress_interval=2)
+                  train_progress_interval=4)
     stop = dict(deployed, train_start_mode="jobset", stop=True)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        # Held until the stop below, looked at every 3 s and said every 60 s:
+        # each look is a module run, and this run lasts the whole test.
         first = pool.submit(run_playbook, "train.yml", "local", dict(
-            queued, train_start_mode="jobset", train_run_id="queued-first",
-            train_args=["--steps", "1000000", "--step-pause", "0.2"]))
+            queued, train_start_mode="jobset", train_run_id="queued-first", train_poll_interval=3,
+            train_progress_interval=60, train_args=["--steps", "1000000", "--step-pause", "0.2"]))
         try:
             deadline = time.monotonic() + 120
             # The JobSet's pods train: its Workload holds the GPU quota.

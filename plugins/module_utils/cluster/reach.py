@@ -101,3 +101,27 @@ def reach(config, timeout):
                              "authority" % (server, cause))
         raise ReachError("cannot reach the API server at %s: %s" % (server, cause))
     return {"server": server, "version": version, "seconds": round(time.monotonic() - began, 3)}
+
+
+def namespace_exists(config, namespace, timeout):
+    """Whether ``namespace`` exists, read within ``timeout`` seconds once
+    reach() has answered: the roles need to know (a server-side dry run of
+    a namespaced object fails while its namespace does not exist), and the
+    same client asks in the same module run instead of a k8s_info of its own."""
+    api = k8s_client.CoreV1Api(k8s_client.ApiClient(config))
+    try:
+        api.read_namespace(namespace, _request_timeout=timeout, _preload_content=False)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        if err.status in (401, 403):
+            raise ReachError("the API server at %s answered %s %s to a read of namespace %s: the credentials may "
+                             "not read namespaces; log in as a user who can (oc login), or ask for get on "
+                             "namespaces" % (config.host, err.status, err.reason, namespace))
+        raise ReachError("the API server at %s answered %s %s to a read of namespace %s"
+                         % (config.host, err.status, err.reason, namespace))
+    except (urllib3.exceptions.HTTPError, socket.error, ssl.SSLError) as err:
+        raise ReachError("the API server at %s answered its version but not a read of namespace %s within %s s "
+                         "(%s): is it overloaded? Raise cluster_api_timeout for a slow one"
+                         % (config.host, namespace, timeout, _cause(err)))
+    return True

@@ -55,14 +55,19 @@ def black_hole():
 
 @pytest.fixture
 def api_server():
-    """An HTTP server answering /version with ``status`` (200: a version)."""
-    answer = {"status": 200}
+    """An HTTP server answering /version with ``status`` (200: a version),
+    and a read of a namespace with what ``namespaces`` gives for its name
+    (404 for a name it does not give)."""
+    answer = {"status": 200, "namespaces": {}}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
-            body = json.dumps({"gitVersion": "v1.34.4", "major": "1", "minor": "34"} if answer["status"] == 200
-                              else {"kind": "Status", "code": answer["status"]}).encode()
-            self.send_response(answer["status"])
+            status = answer["status"]
+            if self.path.startswith("/api/v1/namespaces/"):
+                status = answer["namespaces"].get(self.path.rsplit("/", 1)[1], 404)
+            body = json.dumps({"gitVersion": "v1.34.4", "major": "1", "minor": "34"} if self.path.rstrip("/") == "/version"
+                              and status == 200 else {"kind": "Status", "code": status}).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -117,6 +122,19 @@ def test_an_answering_server_gives_its_version_and_refused_credentials_are_said(
     assert "answered 401" in str(raised.value) and "log in again" in str(raised.value)
 
 
+def test_the_namespace_is_read_by_the_same_client_and_a_refusal_is_said(tmp_path, api_server):
+    port, answer = api_server
+    server = "http://127.0.0.1:%d" % port
+    answer["namespaces"] = {"team-a": 200, "secret": 403}
+    config = cluster_reach.configuration({"kubeconfig": kubeconfig(tmp_path, server)})
+    assert cluster_reach.namespace_exists(config, "team-a", 5) is True
+    assert cluster_reach.namespace_exists(config, "team-b", 5) is False
+    with pytest.raises(cluster_reach.ReachError) as raised:
+        cluster_reach.namespace_exists(config, "secret", 5)
+    assert str(raised.value).startswith("the API server at %s answered 403 " % server)
+    assert "may not read namespaces" in str(raised.value) and "ask for get on namespaces" in str(raised.value)
+
+
 def test_a_missing_kubeconfig_is_said_before_any_request(tmp_path):
     with pytest.raises(cluster_reach.ReachError) as raised:
         cluster_reach.configuration({"kubeconfig": str(tmp_path / "nothing-here")})
@@ -133,7 +151,8 @@ def test_deploy_against_a_server_that_never_answers_stops_at_once_in_one_line(tm
     config = kubeconfig(tmp_path, server)
     run = run_playbook("deploy.yml", "local", {"cluster_kubeconfig": config, "cluster_api_timeout": 3}, timeout=120)
     assert run.failed
-    reached = run.results("Reach the cluster's API within cluster_api_timeout")
+    reach_task = "Reach the cluster's API within cluster_api_timeout and read whether the namespace exists"
+    reached = run.results(reach_task)
     assert reached and reached[0]["failed"] and reached[0]["server"] == server
     said = run.last_words().strip()
     assert "\n" not in said
@@ -141,5 +160,4 @@ def test_deploy_against_a_server_that_never_answers_stops_at_once_in_one_line(tm
                            "within 3 s (cluster_api_timeout)" % server)
     assert "the kubeconfig is %s" % config in said
     ran = run.tasks_run()
-    assert ran[-1] == "Fail in one line when the API does not answer"
-    assert not [name for name in ran if "namespace exists" in name]
+    assert ran[ran.index(reach_task) + 1:] == ["Fail in one line when the API does not answer"]
