@@ -123,8 +123,10 @@ def test_a_run_in_progress_is_not_killed_by_deploy_scale_or_teardown_unless_aske
     would replace the pods), scale.yml and teardown.yml each refuse before
     changing anything, naming the run, its pods and the fix; deploy.yml
     with -e stop_running=true stops the run first and goes on."""
+    # Only held in progress until it is stopped: a look every 5 s (each
+    # starts a program in every pod).
     settings = dict(deployed, train_run_id="long-run-3", train_logs_dir=str(tmp_path), train_timeout=600,
-                    train_args=["--steps", "1000000", "--step-pause", "0.2"])
+                    train_poll_interval=5, train_args=["--steps", "1000000", "--step-pause", "0.2"])
     with playbook_in_background("train.yml", "local", settings) as finish:
         deadline = time.monotonic() + 120
         while not looks_at_the_pods_started("long-run-3") and time.monotonic() < deadline:
