@@ -113,9 +113,9 @@ def test_stop_deletes_a_run_and_its_operator_removes_every_rank(api_client, depl
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         following = pool.submit(run_playbook, "train.yml", "local", dict(
             deployed, train_start_mode=mode, train_run_id=run_id, train_logs_dir=str(tmp_path), train_timeout=120,
-            # A look every 2 s, a line every 30: the run is only held until
-            # the stop (each look is a module run on this busy machine).
-            train_progress_interval=30, train_poll_interval=2,
+            # A look at the pods every 2 s, at the run's object every 4 s
+            # (it is read once a period: its deletion ends the run).
+            train_progress_interval=4, train_poll_interval=2,
             train_args=["--steps", "1000000", "--step-pause", "0.2"]))
         deadline = time.monotonic() + 60
         while len(running_pods(api_client, namespace, run_id)) < 2:

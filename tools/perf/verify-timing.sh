@@ -8,11 +8,10 @@
 #   bash tools/perf/verify-timing.sh [OUTDIR]        (RUNS=3 bash ... for more runs)
 # 2 nodes: the first two of the inventory's cluster_gpu_nodes; 6: all of them
 # (three are deliberately unhealthy; -e verify_fail_on=never lets the play
-# pass anyway); more: those six and extra fake nodes moc-perf-001.., cloned
-# from the healthy moc-r4pcc04u09-nairr (labels, taints, capacity,
-# allocatable and its snapshot annotation; kwok plays every node), created
-# here and deleted at the end, also when a run fails or the script is
-# interrupted. Each run writes its reports under OUTDIR; the namespace is
+# pass anyway); more: those six and extra fake nodes moc-perf-001.. of
+# tools/perf/fleet_nodes.py (the inventory's h100-sriov profile, one in 16 on
+# a faulty snapshot; kwok plays every node), created here and deleted at the
+# end, also when a run fails or the script is interrupted. Each run writes its reports under OUTDIR; the namespace is
 # deleted at the end.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -22,17 +21,17 @@ RUNS="${RUNS:-2}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"  # the playbook would take a relative path as relative to playbooks/
 KUBECTL=(bash tools/localcluster/cluster.sh kubectl)
-SOURCE=moc-r4pcc04u09-nairr
+FLEET=(.venv/bin/python tools/perf/fleet_nodes.py)
 read -ra SIZES <<<"${SIZES:-2 32 256}"
 LARGEST=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
 SMALLEST=$(printf '%s\n' "${SIZES[@]}" | sort -n | head -1)
 INVENTORY_COUNT=6
 EXTRA=$(( LARGEST > INVENTORY_COUNT ? LARGEST - INVENTORY_COUNT : 0 ))
-PERF_LABEL=mlinfra.io/perf-node=verify-timing
+PERF_LABEL=mlinfra.io/perf-node=fleet
 NS="perf-verify-$$"
 
 remove_extra_nodes() {
-  "${KUBECTL[@]}" delete node -l "$PERF_LABEL" --ignore-not-found --wait=true >/dev/null
+  "${FLEET[@]}" remove >/dev/null
 }
 # shellcheck disable=SC2329  # run by the EXIT trap
 cleanup() {
@@ -48,30 +47,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 remove_extra_nodes  # left by an interrupted run
 
-# The extra nodes: copies of $SOURCE, created (status included: the API
-# server keeps a node's status on create) in one request. They keep the
-# annotation kwok.x-k8s.io/node=fake, kwok's mark of its fake nodes (this
-# cluster's kwok manages all nodes, but the mark keeps them kwok's under
-# kwok's usual --manage-nodes-with-annotation-selector too), and
-# localcluster.mlinfra.io/inventory, so that `cluster.sh up` also deletes any
-# that an unclean exit left behind (they are not in the inventory).
-(( EXTRA )) && "${KUBECTL[@]}" get node "$SOURCE" -o json | .venv/bin/python -c '
-import json, sys
-source, count, label = json.load(sys.stdin), int(sys.argv[1]), sys.argv[2].split("=", 1)
-meta, status = source["metadata"], source["status"]
-items = []
-for index in range(1, count + 1):
-    name = "moc-perf-%03d" % index
-    labels = dict(meta["labels"], **{"kubernetes.io/hostname": name, label[0]: label[1]})
-    annotations = {k: v for k, v in meta["annotations"].items()
-                   if k.startswith(("kwok.x-k8s.io/", "localcluster.mlinfra.io/"))}
-    items.append({"apiVersion": "v1", "kind": "Node",
-                  "metadata": {"name": name, "labels": labels, "annotations": annotations},
-                  "spec": {"taints": source["spec"].get("taints", [])},
-                  "status": {k: status[k] for k in ("addresses", "capacity", "allocatable", "nodeInfo")}})
-json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
-' "$EXTRA" "$PERF_LABEL" | "${KUBECTL[@]}" create -f - >/dev/null
-(( EXTRA )) && "${KUBECTL[@]}" wait node -l "$PERF_LABEL" --for=condition=Ready --timeout=300s >/dev/null
+(( EXTRA )) && "${FLEET[@]}" add "$EXTRA"
 
 mapfile -t INVENTORY_NODES < <(.venv/bin/python -c '
 import yaml
