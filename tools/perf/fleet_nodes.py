@@ -29,10 +29,12 @@ PERF_LABEL = ("mlinfra.io/perf-node", "fleet")
 HEALTHY_LABEL = "mlinfra.io/perf-healthy"
 SIZE_LABELS = (2, 6, 32, 64, 128, 256, 512)
 HEALTHY = "healthy-roce-h100"
-# The recorded snapshots of a node the checks fail or warn about
+# The recorded snapshots of a node the node checks fail or warn about
 # (tests/fixtures/nodes/), in the order the faulty nodes take them.
-FAULTY = ("no-peermem", "iommu-off", "memlock-limited", "acs-redirect", "numa-crossed", "roce-lossy",
-          "roce-counters", "roce-gid-mixed", "port-down")
+# (Not roce-gid-mixed, whose GIDs at different indices per device pass
+# with advice, nor roce-counters, a healthy node whose port counters the
+# local cluster's flaky-link fault advances while a pod runs.)
+FAULTY = ("no-peermem", "iommu-off", "memlock-limited", "acs-redirect", "numa-crossed", "roce-lossy", "port-down")
 FAULT_EVERY = 16
 PROFILE = "h100-sriov"
 

@@ -91,7 +91,7 @@ def measure(size, round_number, out, namespace):
     base = {"cluster_namespace": namespace, "cluster_gpu_nodes": [], "cluster_gpu_node_selector": selector}
     replicas = min(6, size - len(fleet_nodes.faulty(size)))
     deployed = dict(base, cluster_gpu_node_selector="%s,%s=true" % (selector, fleet_nodes.HEALTHY_LABEL),
-                    cluster_network_mode="tcp", replicas=replicas)
+                    cluster_network_mode="tcp", cluster_rdma_nics=[], replicas=replicas)
     report_dir = out / ("reports-%d" % size)
     settings = {
         "verify-rdma": dict(base, verify_pod_checks=False, verify_label_nodes=True, verify_fail_on="never",
@@ -145,8 +145,14 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run(["bash", str(ROOT / "tools" / "localcluster" / "cluster.sh"), "up"], check=True,
                    stdout=subprocess.DEVNULL)
-    # Interrupted: end as an exit does, so the clean-up below runs.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Interrupted: end as an exit does, so the clean-up below runs (once:
+    # a second signal, as `timeout` passes on, must not cut it short).
+
+    def interrupted(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, interrupted)
     namespaces = {size: "perf-fleet-%d-%d" % (size, os.getpid()) for size in sizes}
     status = 0
     try:
