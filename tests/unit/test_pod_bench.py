@@ -50,6 +50,10 @@ def test_the_ordinal_of_the_pod_name_is_the_node_rank():
     (["--nnodes", "2"], {"POD_NAME": "h-kim-0"}, "no --master-addr and no MASTER_ADDR"),
     (["--nnodes", "2"], {"HOSTNAME": "node-a.example", "MASTER_ADDR": "x"}, "cannot tell this pod's node rank"),
     (["--nnodes", "2", "--timeout", "0"], {"POD_NAME": "h-kim-0", "MASTER_ADDR": "x"}, "--timeout must be at least 1"),
+    (["--nnodes", "2", "--ib-hca", "mlx5_0;reboot"], {"POD_NAME": "h-kim-0", "MASTER_ADDR": "x"},
+     "--ib-hca 'mlx5_0;reboot' is not an NCCL_IB_HCA list"),
+    (["--nnodes", "2", "--ib-hca", "mlx5_0:x"], {"POD_NAME": "h-kim-0", "MASTER_ADDR": "x"},
+     "is not an NCCL_IB_HCA list"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(capsys, arguments, environ, words):
     with pytest.raises(SystemExit) as exited:
@@ -67,9 +71,25 @@ def test_without_a_workdir_the_run_leaves_nothing_in_tmp(tmp_path):
                            "--python", "/bin/false"], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
     result = json.loads(done.stdout)
-    assert result["exit_code"] == 1 and result["log"] is None
+    assert result["exit_code"] == 1 and result["log"] is None and result["ib_hca"] is None
     assert result["error"] == "the benchmark wrote no result (exit status 1); see the log's tail"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_run_on_some_ports_overrides_the_detected_nccl_ib_hca(tmp_path):
+    """--ib-hca reaches torchrun's environment over the NCCL_IB_HCA the pod's
+    detected environment gives (here: what a stand-in for python that
+    prints its environment writes into the run's log)."""
+    printer = tmp_path / "python"
+    printer.write_text("#!/bin/sh\nexec env\n")
+    printer.chmod(0o755)
+    env = dict(os.environ, POD_NAME="h-kim-0", NCCL_IB_HCA="=mlx5_0,mlx5_3,mlx5_4,mlx5_5")
+    done = subprocess.run([PYTHON, *LAUNCHER, "--nnodes", "1", "--master-addr", "127.0.0.1", "--timeout", "30",
+                           "--workdir", str(tmp_path / "run"), "--ib-hca", "=mlx5_3:1", "--python", str(printer)],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    result = json.loads(done.stdout)
+    assert result["ib_hca"] == "=mlx5_3:1"
+    assert "NCCL_IB_HCA==mlx5_3:1\n" in (tmp_path / "run" / "bench-node0.log").read_text()
 
 
 def test_two_pods_benchmark_together_and_pod_0_reports_the_document(workload_python, tmp_path):
@@ -143,13 +163,14 @@ def test_the_benchmark_runs_in_every_pod_by_ordinal_with_its_command():
         2, 8, 29511, "rdma", 600)
     assert options.bench_args == ["--ops", "all_reduce,all_gather", "-b", "1M", "-e", "8G"]
     everything = dict(SETTINGS, master_addr="10.0.0.1", require_gpudirect=False, thresholds=["1G=194"],
-                      pairwise=True, extra_args=["--iters", 5])
+                      pairwise=True, extra_args=["--iters", 5], ib_hca="^mlx5_2")
     command = pod_bench.plan(statefulset(2), pods("Running", "Running"), everything)["command"]
     assert command[command.index("--timeout") + 2:] == [
-        "--master-addr", "10.0.0.1", "--no-require-gpudirect", "--", "--ops", "all_reduce,all_gather", "-b", "1M",
+        "--master-addr", "10.0.0.1", "--ib-hca", "^mlx5_2", "--no-require-gpudirect", "--", "--ops",
+        "all_reduce,all_gather", "-b", "1M",
         "-e", "8G", "--min-busbw=1G=194", "--pairwise", "--pairwise-size", "8G", "--iters", "5"]
     options = pod_bench.build_parser().parse_args(command[4:])
-    assert options.master_addr == "10.0.0.1" and options.require_gpudirect is False
+    assert options.master_addr == "10.0.0.1" and options.require_gpudirect is False and options.ib_hca == "^mlx5_2"
 
 
 @pytest.mark.parametrize("statefulsets, found_pods, settings, blocker", [

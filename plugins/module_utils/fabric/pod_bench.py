@@ -41,6 +41,10 @@ LOG_TAIL_LINES = 25
 # NCCL prints its transport lines at INFO; INIT and NET hold the network
 # selection, the HCAs and the channel connections nccl_log reads.
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# NCCL_IB_HCA's syntax: device names, each with an optional :port, after an
+# optional ^ (exclude) or = (exact names). Nothing else reaches torchrun's
+# environment from the command line.
+IB_HCA = re.compile(r"^[\^=]?[A-Za-z0-9_.-]+(:[0-9]+)?(,[A-Za-z0-9_.-]+(:[0-9]+)?)*$")
 
 
 def ordinal_of(hostname):
@@ -133,6 +137,10 @@ def _run_in(options, environ, workdir):
                                options.nproc_per_node, options.master_addr, options.master_port,
                                options.bench_args, json_path)
     env = dict(environ, PYTHONUNBUFFERED="1", **NCCL_DEBUG_ENV)
+    # After BASH_ENV's NCCL environment (read before this program started),
+    # so that a run on some of the node's ports wins over the detected list.
+    if options.ib_hca:
+        env["NCCL_IB_HCA"] = options.ib_hca
     # The ports as this pod sees them (on the local cluster: its node's
     # recorded root), read just before and just after the run.
     counters_root = node_root(environ)
@@ -153,6 +161,7 @@ def _run_in(options, environ, workdir):
     result = {
         "node_rank": options.node_rank, "nnodes": options.nnodes, "nproc_per_node": options.nproc_per_node,
         "exit_code": code, "timed_out": timed_out, "error": error, "seconds": round(seconds, 1),
+        "ib_hca": env.get("NCCL_IB_HCA"),
         "command": command, "log": log_path, "log_tail": tail(log_path),
         "nccl": summarize_nccl(parsed),
         "transport": nccl_log.check_nccl_transport(parsed, options.mode, require_gpudirect=options.require_gpudirect),
@@ -212,6 +221,8 @@ def exec_command(nnodes, settings):
                "--timeout", str(settings["timeout"])]
     if settings.get("master_addr"):
         command += ["--master-addr", settings["master_addr"]]
+    if settings.get("ib_hca"):
+        command += ["--ib-hca", settings["ib_hca"]]
     if not settings.get("require_gpudirect", True):
         command.append("--no-require-gpudirect")
     command += ["--", "--ops", ",".join(settings["ops"]), "-b", str(settings["min_size"]),
@@ -237,6 +248,10 @@ def build_parser():
     parser.add_argument("--mode", choices=nccl_log.MODES, default="rdma", help="transport the cluster must use")
     parser.add_argument("--no-require-gpudirect", dest="require_gpudirect", action="store_false",
                         help="in rdma mode, network connections without GPUDirect RDMA warn rather than fail")
+    parser.add_argument("--ib-hca", metavar="LIST",
+                        help="NCCL_IB_HCA for this run, over the detected NCCL environment's: the RDMA devices "
+                             "(and ports) to use, e.g. mlx5_0:1,mlx5_3:1, ^mlx5_2 for all but one, or =mlx5_0 "
+                             "for that name exactly")
     parser.add_argument("--timeout", type=int, default=600, help="seconds the run may take")
     parser.add_argument("--workdir", help="directory for the log and the document (default: a new temporary one)")
     parser.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
@@ -266,5 +281,8 @@ def main(argv=None, environ=None, bench=None):
                                                                       options.nnodes))
     if options.nproc_per_node < 1 or options.timeout < 1:
         parser.error("--nproc-per-node and --timeout must be at least 1")
+    if options.ib_hca is not None and not IB_HCA.match(options.ib_hca):
+        parser.error("--ib-hca %r is not an NCCL_IB_HCA list: device names with an optional :port, separated by "
+                     "commas, after an optional ^ (all but these) or = (these names exactly)" % options.ib_hca)
     sys.stdout.write(json.dumps(run_node(options, environ), sort_keys=True) + "\n")
     return 0
