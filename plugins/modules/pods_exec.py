@@ -48,6 +48,15 @@ options:
     type: list
     elements: str
     required: true
+  pod_arguments:
+    description:
+      - Arguments appended to O(command) in one pod, by pod name; a pod not named runs O(command) alone.
+      - Runs one program with each pod's own part at once, such as the rounds of fault isolation, where the pods of
+        each group form a job of their own.
+      - Every name must be one of the pods that run the command; another is refused before anything runs.
+    type: dict
+    default: {}
+    version_added: 0.1.0
   timeout:
     description: Seconds each pod's command may take.
     type: int
@@ -185,6 +194,7 @@ def argument_spec():
         pods=dict(type="list", elements="str", default=[]),
         container=dict(type="str"),
         command=dict(type="list", elements="str", required=True),
+        pod_arguments=dict(type="dict", default={}),
         timeout=dict(type="int", default=60),
         parallel=dict(type="int", default=8),
         parse_json=dict(type="bool", default=False),
@@ -223,10 +233,15 @@ def main():
     except pods_exec.ApiException as err:
         module.fail_json(msg="cannot list the pods of %s: %s %s" % (params["namespace"], err.status, err.reason))
 
+    try:
+        pod_arguments = pods_exec.checked_pod_arguments(params["pod_arguments"], [pod.metadata.name for pod in pods])
+    except ValueError as err:
+        module.fail_json(msg=str(err))
+
     def look():
         return pods_exec.exec_in_pods(k8s.configuration, pods, params["container"], params["command"],
                                       timeout=params["timeout"], parallel=params["parallel"],
-                                      parse_json=params["parse_json"])
+                                      parse_json=params["parse_json"], pod_arguments=pod_arguments)
 
     results, rounds = pods_exec.follow(look, params["repeat_every"], max(params["repeat_for"], 0),
                                        params["repeat_while"])

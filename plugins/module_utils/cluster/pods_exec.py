@@ -122,14 +122,18 @@ def _exec_once(configuration, namespace, pod_name, container, command, timeout):
     return result
 
 
-def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8, parse_json=False):
+def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8, parse_json=False,
+                 pod_arguments=None):
     """Run the command in every pod, ``parallel`` at a time; one entry per
     pod, in the order given, with its node and uid (which tells a pod from
-    the one of the same name that came before it)."""
+    the one of the same name that came before it). ``pod_arguments``:
+    {pod name: arguments appended to the command in that pod}."""
+    pod_arguments = pod_arguments or {}
+
     def one(pod):
         entry = {"pod": pod.metadata.name, "node": pod.spec.node_name, "uid": pod.metadata.uid}
-        entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container, command,
-                                 timeout))
+        entry.update(exec_in_pod(configuration, pod.metadata.namespace, pod.metadata.name, container,
+                                 list(command) + list(pod_arguments.get(pod.metadata.name, ())), timeout))
         if parse_json:
             entry["json"] = None
             if entry["rc"] == 0:
@@ -143,6 +147,22 @@ def exec_in_pods(configuration, pods, container, command, timeout=60, parallel=8
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(pods)))) as pool:
         return list(pool.map(one, pods))
+
+
+def checked_pod_arguments(pod_arguments, running):
+    """pod_arguments as {pod: [str, ...]}, or ValueError naming the pod it
+    cannot use: one that does not run the command (a group of a round
+    would wait for it), or arguments that are not a list of strings."""
+    unknown = sorted(set(pod_arguments) - set(running))
+    if unknown:
+        raise ValueError("pod_arguments names pod(s) that do not run the command: %s (running: %s)"
+                         % (", ".join(unknown), ", ".join(sorted(running)) or "none"))
+    checked = {}
+    for pod, arguments in pod_arguments.items():
+        if not isinstance(arguments, list) or not all(isinstance(argument, str) for argument in arguments):
+            raise ValueError("pod_arguments of %s must be a list of strings, got %r" % (pod, arguments))
+        checked[pod] = list(arguments)
+    return checked
 
 
 def answers_hold(results, wanted):

@@ -1,7 +1,10 @@
 """pods_exec: follow looks at a command again while every pod's answer
 holds the wanted state, within its time (with a clock of the test's own);
 an exec is started again when the node could not start it yet, and keeps
-all its output, the part that arrives with the stream's close too."""
+all its output, the part that arrives with the stream's close too; each
+pod may be given arguments of its own."""
+
+import pytest
 
 from ansible_collections.mlinfra.multinode.plugins.module_utils.cluster import pods_exec
 
@@ -164,3 +167,40 @@ def test_output_that_comes_with_the_close_is_kept(monkeypatch):
     # All of it with the close, after an empty first round.
     batches[:] = [[], [], [(1, "short"), (3, '{"metadata": {}, "status": "Success"}'), (None, None)]]
     assert pods_exec._exec_once(None, "ns", "h-kim-0", "trainer", ["true"], 60)["stdout"] == "short"
+
+
+def test_each_pod_runs_the_command_with_its_own_arguments(monkeypatch):
+    """pod_arguments: the pods of a round's groups each run the benchmark
+    with their own part; a pod not named runs the command alone."""
+    ran = {}
+
+    def once(configuration, namespace, pod_name, container, command, timeout):
+        ran[pod_name] = command
+        return {"rc": 0, "stdout": "{}", "stderr": "", "error": None}
+
+    monkeypatch.setattr(pods_exec, "_exec_once", once)
+
+    class Pod:
+        def __init__(self, name):
+            self.metadata = type("Meta", (), {"name": name, "namespace": "ns", "uid": name + "-uid"})()
+            self.spec = type("Spec", (), {"node_name": "node-of-" + name})()
+
+    arguments = pods_exec.checked_pod_arguments({"h-kim-0": ["--node-rank", "0"], "h-kim-1": ["--node-rank", "1"]},
+                                                ["h-kim-0", "h-kim-1", "h-kim-2"])
+    results = pods_exec.exec_in_pods(None, [Pod("h-kim-0"), Pod("h-kim-1"), Pod("h-kim-2")], "trainer",
+                                     ["pod-bench", "--nnodes", "2"], parse_json=True, pod_arguments=arguments)
+    assert ran == {"h-kim-0": ["pod-bench", "--nnodes", "2", "--node-rank", "0"],
+                   "h-kim-1": ["pod-bench", "--nnodes", "2", "--node-rank", "1"],
+                   "h-kim-2": ["pod-bench", "--nnodes", "2"]}
+    assert [entry["json"] for entry in results] == [{}, {}, {}]
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"h-kim-9": ["x"]}, "pod_arguments names pod(s) that do not run the command: h-kim-9 (running: h-kim-0, h-kim-1)"),
+    ({"h-kim-0": "--node-rank 0"}, "pod_arguments of h-kim-0 must be a list of strings"),
+    ({"h-kim-0": ["--node-rank", 0]}, "pod_arguments of h-kim-0 must be a list of strings"),
+])
+def test_arguments_for_a_pod_that_does_not_run_or_not_strings_are_refused(arguments, words):
+    with pytest.raises(ValueError) as raised:
+        pods_exec.checked_pod_arguments(arguments, ["h-kim-1", "h-kim-0"])
+    assert str(raised.value).startswith(words)
