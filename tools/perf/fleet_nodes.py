@@ -102,7 +102,7 @@ def remove():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("add").add_argument("count", type=int)
     commands.add_parser("remove")

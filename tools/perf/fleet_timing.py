@@ -133,7 +133,7 @@ def table(sizes, rounds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 32, 256])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", default=str(ROOT / ".work" / "perf" / "fleet-timing"))
