@@ -106,59 +106,59 @@ def test_a_soak_of_job_runs_keeps_the_job_pods_and_their_counters(deployed, tmp_
 
 def test_a_failing_rank_fails_the_run_with_its_log_and_ends_the_job(api_client, deployed, tmp_path):
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="job-fail", train_logs_dir=str(tmp_path),
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="batch-fail", train_logs_dir=str(tmp_path),
                                                   train_args=["--steps", "30", "--fail-on-rank", "1"]))
     assert run.failed
     message = " ".join(run.failure_messages())
-    assert "run job-fail failed:" in message and "rank 1 fails on purpose at step 3" in message, message
-    assert objects(api_client, namespace, "batch/v1", "Job", "job-fail") == []
-    assert launched_processes("job-fail") == []
+    assert "run batch-fail failed:" in message and "rank 1 fails on purpose at step 3" in message, message
+    assert objects(api_client, namespace, "batch/v1", "Job", "batch-fail") == []
+    assert launched_processes("batch-fail") == []
 
 
 def test_a_run_past_its_timeout_is_deleted_with_every_rank(api_client, deployed, tmp_path):
     namespace = deployed["cluster_namespace"]
-    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="job-slow", train_logs_dir=str(tmp_path),
+    run = run_playbook("train.yml", "local", dict(deployed, train_run_id="batch-slow", train_logs_dir=str(tmp_path),
                                                   train_timeout=25, train_progress_interval=5,
                                                   train_args=["--steps", "1000000", "--step-pause", "0.2"]))
     assert run.failed
     message = " ".join(run.failure_messages())
-    assert "run job-slow timed-out: every rank was stopped after train_timeout=25 s (its Job deleted)" in message
+    assert "run batch-slow timed-out: every rank was stopped after train_timeout=25 s (its Job deleted)" in message
     progress = [said["msg"] for said in run.results("Say how far the run is")]
     assert any("2 of 2 pod(s)" in line and line.count(" Running") == 2 for line in progress), progress
-    assert objects(api_client, namespace, "batch/v1", "Job", "job-slow") == []
-    assert objects(api_client, namespace, "v1", "Service", "job-slow") == []
+    assert objects(api_client, namespace, "batch/v1", "Job", "batch-slow") == []
+    assert objects(api_client, namespace, "v1", "Service", "batch-slow") == []
     deadline = time.monotonic() + 30
-    while launched_processes("job-slow") and time.monotonic() < deadline:
+    while launched_processes("batch-slow") and time.monotonic() < deadline:
         time.sleep(1)
-    assert launched_processes("job-slow") == []
+    assert launched_processes("batch-slow") == []
 
 
 def test_stop_deletes_the_current_runs(api_client, deployed, tmp_path):
     namespace = deployed["cluster_namespace"]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         following = pool.submit(run_playbook, "train.yml", "local", dict(
-            deployed, train_run_id="job-stopped", train_logs_dir=str(tmp_path), train_timeout=120,
+            deployed, train_run_id="batch-stopped", train_logs_dir=str(tmp_path), train_timeout=120,
             train_progress_interval=2, train_poll_interval=1))
         deadline = time.monotonic() + 60
-        while not objects(api_client, namespace, "batch/v1", "Job", "job-stopped"):
+        while not objects(api_client, namespace, "batch/v1", "Job", "batch-stopped"):
             assert time.monotonic() < deadline and not following.done(), "the run's Job never appeared"
             time.sleep(1)
         # Teardown would kill it: refused, naming the run and its pods, once
         # they run (runs_in_progress reads the runs' pods).
-        while len(running_pods(api_client, namespace, "job-stopped")) < 2:
+        while len(running_pods(api_client, namespace, "batch-stopped")) < 2:
             assert time.monotonic() < deadline and not following.done(), "the run's pods never ran"
             time.sleep(1)
         refused = run_playbook("teardown.yml", "local", dict(deployed, cluster_lock_wait=30))
         assert refused.failed
         (message,) = refused.failure_messages()
-        assert message.startswith("run job-stopped is in progress (job start mode, pod(s) job-stopped-0-"), message
+        assert message.startswith("run batch-stopped is in progress (job start mode, pod(s) batch-stopped-0-"), message
         assert "teardown.yml deletes the pods, which would kill it" in message
-        assert objects(api_client, namespace, "batch/v1", "Job", "job-stopped") == ["job-stopped"]
+        assert objects(api_client, namespace, "batch/v1", "Job", "batch-stopped") == ["batch-stopped"]
         stopped = run_playbook("train.yml", "local", dict(deployed, stop=True))
         assert not stopped.failed, stopped.failure_messages()
         (said,) = stopped.results("Say what was stopped")
-        assert said["msg"].startswith("deleted job-stopped (Job)")
-        assert objects(api_client, namespace, "batch/v1", "Job", "job-stopped") == []
+        assert said["msg"].startswith("deleted batch-stopped (Job)")
+        assert objects(api_client, namespace, "batch/v1", "Job", "batch-stopped") == []
         # The run being followed sees its pods go and ends at once, not at
         # its train_timeout (120 s), saying why.
         run = following.result(timeout=90)
@@ -166,8 +166,8 @@ def test_stop_deletes_the_current_runs(api_client, deployed, tmp_path):
     # Whether it saw its pods fail as they were stopped or only saw them gone
     # depends on when it looked.
     said = run.last_words()
-    assert said.startswith("run job-stopped failed: ") or \
-        said.startswith("run job-stopped stopped: its pods were deleted while it ran"), said
+    assert said.startswith("run batch-stopped failed: ") or \
+        said.startswith("run batch-stopped stopped: its pods were deleted while it ran"), said
 
 
 # One operator kind: the message is one template over roles/train/vars'
